@@ -1,0 +1,118 @@
+# tocha -- one Makefile, no configure step.
+#
+#   make            libtocha, the ffi cdef, the `tocha` executable (+ CUDA backend if nvcc)
+#   make test       installs missing Debian packages, builds, runs C tests + busted specs;
+#                   last line: "N passed, N failed"
+#   make demo       the main job (see README)
+#   make bench      side-by-side benchmarks against PyTorch -> bench/RESULTS.md
+#   make asan       the test suite under AddressSanitizer + UBSan
+#   make deps       install the Debian packages (apt-get, no questions)
+#   make lint       cppcheck + the no-abort/exit/assert grep over core/
+
+CC       ?= cc
+BUILD    ?= build
+OPT      ?= -O3
+SAN      ?=
+CFLAGS   += -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+            -D_GNU_SOURCE -pthread $(SAN)
+BLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread /usr/include/openblas))
+CPPFLAGS += -Icore $(if $(BLAS_INC),-I$(BLAS_INC)) -DTC_HAVE_OPENBLAS
+LDLIBS   += -lopenblas -lm -lpthread -ldl
+LUAJIT_CFLAGS := $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
+LUAJIT_LIBS   := $(shell pkg-config --libs luajit 2>/dev/null || echo -lluajit-5.1)
+LUAJIT   ?= luajit
+BUSTED   ?= $(LUAJIT) /usr/bin/busted
+
+# CUDA: compiled whenever nvcc is found (CUDA_HOME, else /usr/local/cuda, else PATH).
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda))
+NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -arch=sm_90 -Icore
+
+CORE_SRC  := $(wildcard core/*.c core/cpu/*.c)
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
+CUDA_SRC  := $(wildcard core/cuda/*.cu)
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+EMBED_SRC := bindings/embed.c
+CTEST_SRC := $(wildcard tests/c/test_*.c)
+
+LIB       := $(BUILD)/libtocha.so
+EMBEDLIB  := $(BUILD)/libtocha_embed.so
+CDEF      := $(BUILD)/tocha_cdef.h
+EXE       := $(BUILD)/tocha
+CTESTS    := $(BUILD)/tests/ctest
+CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
+
+.PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
+all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(CUDALIB)
+
+$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(CORE_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libtocha.so -o $@ $^ $(LDLIBS)
+
+# The LuaJIT ffi.cdef text, generated from the public header (never written by hand).
+$(CDEF): core/tocha.h core/ops.def bindings/gen_cdef.sh
+	@mkdir -p $(BUILD)
+	sh bindings/gen_cdef.sh "$(CC)" core/tocha.h > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bindings/%.o: bindings/%.c bindings/tocha_embed.h core/tocha.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ibindings $(LUAJIT_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(EMBEDLIB): $(BUILD)/bindings/embed.o $(LIB)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libtocha_embed.so -o $@ $< -L$(BUILD) -ltocha $(LUAJIT_LIBS) \
+	    -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+$(EXE): $(BUILD)/bindings/main.o $(BUILD)/bindings/repl.o $(EMBEDLIB) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(BUILD)/bindings/main.o $(BUILD)/bindings/repl.o -L$(BUILD) -ltocha_embed -ltocha \
+	    $(LUAJIT_LIBS) -ledit -Wl,-rpath,'$$ORIGIN' -Wl,-E $(LDLIBS)
+
+# ---- CUDA backend (its own shared object, dlopen'ed at run time) ----------------------
+$(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libtocha_cuda.so: $(CUDA_OBJ)
+	$(NVCC) $(NVCCFLAGS) -shared -o $@ $^ -lcudart
+
+cuda: $(CUDALIB)
+
+# ---- tests -------------------------------------------------------------------------------
+$(CTESTS): $(CTEST_SRC) tests/c/ctest.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+
+deps:
+	@sh .ci/deps.sh
+
+# `make test` installs what is missing, builds, runs everything and sums the counts.
+test: deps
+	@$(MAKE) --no-print-directory all $(CTESTS)
+	@sh tests/run.sh "$(BUILD)" "$(BUSTED)"
+
+asan:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    NVCC= all build-asan/tests/ctest
+	@ASAN=1 sh tests/run.sh build-asan "$(BUSTED)"
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(EXE) examples/demo.lua
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh bench/run.sh "$(BUILD)"
+
+lint:
+	@! grep -rnE '\b(abort|exit)\s*\(|\bassert\s*\(|longjmp' core --include='*.c' --include='*.h' --include='*.cu' \
+	    || (echo "lint: abort/exit/assert/longjmp found in core/"; false)
+	cppcheck --quiet --error-exitcode=1 --enable=warning -Icore core bindings
+
+format:
+	clang-format -i core/*.c core/*.h core/cpu/*.c bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h
+
+clean:
+	rm -rf build build-asan

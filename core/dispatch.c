@@ -1,0 +1,181 @@
+/* dispatch.c -- tc_op_run, the one entry point every op goes through.
+ *
+ * Steps: check the op id, arity and required inputs; check the principal dtype against
+ * the op's flags; run the kind's prepare step (shape rules, params; nothing allocated);
+ * create or resize the outputs; run the backend kernel. Any failure before the kernel
+ * leaves every tensor as it was; freshly allocated outputs are released on failure.
+ * (Autograd recording and graph tracing hook in here in later issues.)
+ */
+#include "internal.h"
+#include <stdio.h>
+
+static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
+    [TC_KIND_EW] = tc_prepare_ew,         [TC_KIND_CONVERT] = tc_prepare_convert,
+    [TC_KIND_SELECT] = tc_prepare_select, [TC_KIND_REDUCE] = tc_prepare_reduce,
+    [TC_KIND_SCAN] = tc_prepare_scan,     [TC_KIND_MATMUL] = tc_prepare_matmul,
+    [TC_KIND_INDEX] = tc_prepare_index,   [TC_KIND_SORT] = tc_prepare_sort,
+    [TC_KIND_JOIN] = tc_prepare_join,     [TC_KIND_RANDOM] = tc_prepare_random,
+};
+
+static const tc_backend *backend_for(int device)
+{
+    return device == TC_CPU ? &tc_cpu_backend : NULL;
+}
+
+/* The dtype an op's flags are checked against: the first tensor input, or for ops with
+ * no tensor input (fill, random) the given output. where() checks its value inputs. */
+static const tc_tensor *principal(const tc_kcall *k)
+{
+    if (k->info->kind == TC_KIND_SELECT) return k->in[1];
+    if (k->nin > 0 && k->in[0] && k->info->kind != TC_KIND_RANDOM) return k->in[0];
+    return k->out[0];
+}
+
+static tc_status check_dtype_flags(const tc_kcall *k)
+{
+    const tc_tensor *t = principal(k);
+    if (!t) return TC_OK; /* random ops without an output: prepare reports it */
+    int dt = t->dtype, fl = k->info->flags;
+    bool ok = tc_dtype_is_float((tc_dtype)dt) ? (fl & TC_OPF_FLT)
+              : dt == TC_BOOL                 ? (fl & TC_OPF_BOOL)
+                                              : (fl & TC_OPF_INT);
+    if (ok) return TC_OK;
+    return tc_set_error(TC_ERR_DTYPE, "%s: %s tensors are not supported (%s)", k->info->name,
+                        tc_dtype_name((tc_dtype)dt),
+                        (fl & (TC_OPF_INT | TC_OPF_BOOL)) == 0 ? "float types only"
+                        : (fl & TC_OPF_FLT) == 0               ? "integer types only"
+                                                               : "not for this type");
+}
+
+static tc_status check_inputs(const tc_kcall *k, int *device)
+{
+    const tc_opinfo *info = k->info;
+    if (info->nin >= 0 && k->nin != info->nin)
+        return tc_set_error(TC_ERR_ARG, "%s: expects %d tensor inputs, got %d", info->name, info->nin, k->nin);
+    if (info->nin < 0 && k->nin < 1) return tc_set_error(TC_ERR_ARG, "%s: expects at least one tensor", info->name);
+    if (k->nin > 0 && !k->in) return tc_set_error(TC_ERR_ARG, "%s: NULL input list", info->name);
+    *device = -1;
+    for (int i = 0; i < k->nin; i++) {
+        const tc_tensor *t = k->in[i];
+        if (!t) {
+            if (info->kind == TC_KIND_RANDOM) continue; /* optional probability tensor */
+            return tc_set_error(TC_ERR_ARG, "%s: input %d is NULL", info->name, i + 1);
+        }
+        if ((unsigned)t->dtype >= TC_DTYPE_COUNT || t->ndim < 0 || t->ndim > TC_MAX_DIMS)
+            return tc_set_error(TC_ERR_ARG, "%s: input %d is not a valid tensor", info->name, i + 1);
+        int dev = t->storage ? t->storage->device : TC_CPU;
+        if (*device >= 0 && dev != *device)
+            return tc_set_error(TC_ERR_DEVICE, "%s: inputs on different devices (%s and %s)", info->name,
+                                *device == TC_CPU ? "cpu" : "cuda", dev == TC_CPU ? "cpu" : "cuda");
+        *device = dev;
+    }
+    if (*device < 0) *device = (k->out[0] && k->out[0]->storage) ? k->out[0]->storage->device : TC_CPU;
+    return TC_OK;
+}
+
+/* Makes out[i] match spec: a given tensor must have the right dtype and is resized if its
+ * size differs (unless it is also an input: an in-place result cannot change shape). */
+static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, tc_tensor **res, bool *fresh)
+{
+    char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
+    for (int o = 0; o < spec->nout; o++) {
+        tc_tensor *t = res[o];
+        if (!t) continue;
+        if (t->dtype != spec->dtype[o])
+            return tc_set_error(TC_ERR_DTYPE, "%s: result %d is %s, expected %s", k->info->name, o + 1,
+                                tc_dtype_name((tc_dtype)t->dtype), tc_dtype_name((tc_dtype)spec->dtype[o]));
+        bool same = t->ndim == spec->ndim[o] &&
+                    memcmp(t->size, spec->size[o], sizeof(int64_t) * (size_t)t->ndim) == 0 && t->storage;
+        if (same || tc_numel_of(spec->ndim[o], spec->size[o]) == 0 ) continue;
+        for (int i = 0; i < k->nin; i++)
+            if (k->in[i] == t)
+                return tc_set_error(TC_ERR_SHAPE, "%s: in-place result %s cannot hold the result size %s",
+                                    k->info->name, tc_shape_str(t, b1, sizeof b1),
+                                    tc_sizes_str(spec->ndim[o], spec->size[o], b2, sizeof b2));
+    }
+    for (int o = 0; o < spec->nout; o++) {
+        tc_status s;
+        if (!res[o]) {
+            s = tc_tensor_alloc((tc_dtype)spec->dtype[o], spec->ndim[o], spec->size[o], &res[o]);
+            if (s == TC_OK) fresh[o] = true;
+        } else {
+            tc_tensor *t = res[o];
+            bool same = t->ndim == spec->ndim[o] &&
+                        memcmp(t->size, spec->size[o], sizeof(int64_t) * (size_t)t->ndim) == 0 && t->storage;
+            s = same ? TC_OK : tc_tensor_resize(t, spec->ndim[o], spec->size[o]);
+        }
+        if (s) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s: %s", k->info->name, tc_last_error());
+            return tc_set_error(s, "%s", msg);
+        }
+    }
+    return TC_OK;
+}
+
+tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
+{
+    static const tc_params no_params;
+    const tc_opinfo *info = tc_op_info(op);
+    if (!info) return tc_set_error(TC_ERR_ARG, "op_run: unknown op %d", (int)op);
+    if (!out || nout != info->nout)
+        return tc_set_error(TC_ERR_ARG, "%s: expects %d result slots, got %d", info->name, info->nout, nout);
+    if (!p) p = &no_params;
+    /* Fast path for tiny elementwise calls (see tc_cpu_ew_fast): a given result of the
+     * right shape, or a fresh one shaped like the first input. */
+    if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0]) {
+        tc_tensor *o = out[0];
+        if (o && o->dtype == in[0]->dtype && tc_same_shape(o, in[0])) {
+            if (tc_cpu_ew_fast(op, info, in, nin, p, o)) return TC_OK;
+        } else if (!o && in[0]->storage && tc_tensor_numel(in[0]) < 2 * TC_PARALLEL_GRAIN &&
+                   !(info->flags & TC_OPF_CMP) && !tc_is_half(in[0]->dtype)) {
+            bool shaped = true;
+            for (int i = 1; i < nin; i++)
+                if (!in[i] || (!tc_same_shape(in[i], in[0]) && tc_tensor_numel(in[i]) != 1)) shaped = false;
+            if (shaped && tc_tensor_alloc((tc_dtype)in[0]->dtype, in[0]->ndim, in[0]->size, &o) == TC_OK) {
+                if (tc_cpu_ew_fast(op, info, in, nin, p, o)) {
+                    out[0] = o;
+                    return TC_OK;
+                }
+                tc_tensor_release(o);
+            }
+        }
+    }
+    tc_tensor *res[2] = {out[0], nout > 1 ? out[1] : NULL};
+    tc_kcall k = {.op = op, .info = info, .in = in, .nin = nin, .p = p ? p : &no_params, .out = res, .nout = nout};
+    int device = TC_CPU;
+    TRY(check_inputs(&k, &device));
+    TRY(check_dtype_flags(&k));
+
+    if (info->kind == TC_KIND_VIEW) {
+        tc_tensor *v;
+        TRY(tc_view_run(&k, &v));
+        if (!out[0]) {
+            out[0] = v;
+            return TC_OK;
+        }
+        tc_status s = tc_tensor_set(out[0], v); /* Torch7: res:narrow(src, ...) */
+        tc_tensor_release(v);
+        return s;
+    }
+
+    const tc_backend *be = backend_for(device);
+    tc_kernel kern = be ? be->kernels[op] : NULL;
+    if (!kern)
+        return tc_set_error(TC_ERR_DEVICE, "%s: not available on %s", info->name, device == TC_CPU ? "cpu" : "cuda");
+    tc_outspec spec = {0};
+    TRY(prepare_of_kind[info->kind](&k, &spec));
+    bool fresh[2] = {false, false};
+    tc_status s = setup_outputs(&k, &spec, res, fresh);
+    if (s == TC_OK) {
+        k.nout = spec.nout;
+        s = kern(&k);
+    }
+    if (s) {
+        for (int o = 0; o < 2; o++)
+            if (fresh[o]) tc_tensor_release(res[o]);
+        return s;
+    }
+    for (int o = 0; o < spec.nout; o++) out[o] = res[o];
+    return TC_OK;
+}

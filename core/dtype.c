@@ -1,0 +1,129 @@
+/* dtype.c -- element type metadata, half-precision conversion, and the slow generic
+ * load/store used where a kernel handles every dtype through doubles. */
+#include "internal.h"
+#include <math.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_meta[TC_DTYPE_COUNT] = {
+    [TC_F32] = {"float32", 4}, [TC_F64] = {"float64", 8}, [TC_F16] = {"float16", 2},
+    [TC_BF16] = {"bfloat16", 2}, [TC_U8] = {"uint8", 1},   [TC_I8] = {"int8", 1},
+    [TC_I16] = {"int16", 2},     [TC_I32] = {"int32", 4},   [TC_I64] = {"int64", 8},
+    [TC_BOOL] = {"bool", 1},
+};
+
+size_t tc_dtype_size(tc_dtype dt)
+{
+    return (unsigned)dt < TC_DTYPE_COUNT ? dtype_meta[dt].size : 0;
+}
+
+const char *tc_dtype_name(tc_dtype dt)
+{
+    return (unsigned)dt < TC_DTYPE_COUNT ? dtype_meta[dt].name : "invalid-dtype";
+}
+
+int tc_dtype_is_float(tc_dtype dt) { return dt == TC_F32 || dt == TC_F64 || tc_is_half(dt); }
+
+/* ---- IEEE half and bfloat16, round to nearest even ----------------------------------- */
+
+static uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+uint16_t tc_f32_to_f16(float x)
+{
+    uint32_t u = f32_bits(x);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t absu = u & 0x7fffffffu;
+    if (absu >= 0x7f800000u) /* inf or nan: keep nan quiet */
+        return (uint16_t)(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0));
+    if (absu >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (absu < 0x38800000u) { /* subnormal half or zero: scale into place and round */
+        float a = bits_f32(absu);
+        uint32_t r = (uint32_t)lrintf(a * 16777216.0f); /* 2^24: units of the smallest subnormal */
+        return (uint16_t)(sign | r);
+    }
+    uint32_t mant_round = absu + 0xfffu + ((absu >> 13) & 1u); /* round to nearest even */
+    return (uint16_t)(sign | ((mant_round - 0x38000000u) >> 13));
+}
+
+float tc_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0) { /* zero or subnormal */
+        float v = (float)mant / 16777216.0f;
+        return sign ? -v : v;
+    }
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
+    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t tc_f32_to_bf16(float x)
+{
+    uint32_t u = f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet nan */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tc_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+/* ---- generic element access ----------------------------------------------------------- */
+
+double tc_load_as_double(int dt, const void *p)
+{
+    switch (dt) {
+    case TC_F32: return *(const float *)p;
+    case TC_F64: return *(const double *)p;
+    case TC_F16: return tc_f16_to_f32(*(const uint16_t *)p);
+    case TC_BF16: return tc_bf16_to_f32(*(const uint16_t *)p);
+    case TC_U8: return *(const uint8_t *)p;
+    case TC_I8: return *(const int8_t *)p;
+    case TC_I16: return *(const int16_t *)p;
+    case TC_I32: return *(const int32_t *)p;
+    case TC_I64: return (double)*(const int64_t *)p;
+    case TC_BOOL: return *(const bool *)p ? 1.0 : 0.0;
+    default: return 0.0;
+    }
+}
+
+/* Float-to-integer conversion of a value outside the target range is undefined in C; we
+ * saturate (and map NaN to 0) so no input can make a conversion misbehave. */
+static int64_t saturate_i64(double v, double lo, double hi)
+{
+    if (v != v) return 0;
+    if (v <= lo) return (int64_t)lo;
+    if (v >= hi) return (int64_t)hi;
+    return (int64_t)v;
+}
+
+void tc_store_double(int dt, void *p, double v)
+{
+    switch (dt) {
+    case TC_F32: *(float *)p = (float)v; break;
+    case TC_F64: *(double *)p = v; break;
+    case TC_F16: *(uint16_t *)p = tc_f32_to_f16((float)v); break;
+    case TC_BF16: *(uint16_t *)p = tc_f32_to_bf16((float)v); break;
+    case TC_U8: *(uint8_t *)p = (uint8_t)saturate_i64(v, 0, 255); break;
+    case TC_I8: *(int8_t *)p = (int8_t)saturate_i64(v, -128, 127); break;
+    case TC_I16: *(int16_t *)p = (int16_t)saturate_i64(v, -32768, 32767); break;
+    case TC_I32: *(int32_t *)p = (int32_t)saturate_i64(v, -2147483648.0, 2147483647.0); break;
+    case TC_I64: *(int64_t *)p = saturate_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case TC_BOOL: *(bool *)p = v != 0; break;
+    default: break;
+    }
+}

@@ -1,0 +1,257 @@
+/* tocha.h -- the public C API of libtocha: tensors, the op table and its one dispatcher.
+ *
+ * This header is also the source of the LuaJIT ffi.cdef text: `make` runs it through the C
+ * preprocessor with TC_CDEF defined (bindings/gen_cdef.sh), so everything outside the
+ * `#ifndef TC_CDEF` blocks must be plain declarations LuaJIT can parse. Never write these
+ * declarations a second time by hand.
+ *
+ * Conventions (docs/ARCHITECTURE.md has the long form):
+ *  - Every fallible call returns tc_status; on failure tc_last_error() names the op and
+ *    the sizes, and nothing the caller owns has changed.
+ *  - A tensor pointer returned through an out-parameter is a new reference owned by the
+ *    caller (release it with tc_tensor_release); arguments are borrowed for the call.
+ *  - Dims and indices are 0-based here; the Lua layer converts from Torch7's 1-based ones.
+ */
+#ifndef TOCHA_H
+#define TOCHA_H
+
+#ifndef TC_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#endif
+
+#define TC_MAX_DIMS 8
+
+/* ---- status and errors ------------------------------------------------------------ */
+
+typedef enum tc_status {
+    TC_OK = 0,
+    TC_ERR_ARG,         /* a bad argument: wrong arity, bad parameter value */
+    TC_ERR_SHAPE,       /* sizes that do not fit together */
+    TC_ERR_DTYPE,       /* an element type the op does not take */
+    TC_ERR_INDEX,       /* an index or dim out of range */
+    TC_ERR_MEMORY,      /* allocation failed */
+    TC_ERR_DEVICE,      /* the device is missing, or the op is not on that device */
+    TC_ERR_UNSUPPORTED, /* the op has no kernel for this case */
+    TC_ERR_IO,          /* a file could not be read or written */
+    TC_ERR_INTERNAL     /* a bug in tocha: please report */
+} tc_status;
+
+/* The message of the last failure on this thread (never NULL; "" when none). */
+const char *tc_last_error(void);
+void tc_clear_error(void);
+/* Sets the thread's message (printf-style) and returns code: lets bindings report errors
+ * through the same channel. */
+tc_status tc_set_error(tc_status code, const char *fmt, ...);
+
+/* ---- element types ------------------------------------------------------------------ */
+
+typedef enum tc_dtype {
+    TC_F32 = 0,
+    TC_F64,
+    TC_F16,
+    TC_BF16,
+    TC_U8,
+    TC_I8,
+    TC_I16,
+    TC_I32,
+    TC_I64,
+    TC_BOOL,
+    TC_DTYPE_COUNT
+} tc_dtype;
+
+size_t tc_dtype_size(tc_dtype dt);
+const char *tc_dtype_name(tc_dtype dt); /* "float32", "int64", ... */
+int tc_dtype_is_float(tc_dtype dt);     /* f32, f64, f16, bf16 */
+
+/* Half-precision conversions (round to nearest even). */
+uint16_t tc_f32_to_f16(float x);
+float tc_f16_to_f32(uint16_t h);
+uint16_t tc_f32_to_bf16(float x);
+float tc_bf16_to_f32(uint16_t h);
+
+typedef enum tc_device { TC_CPU = 0, TC_CUDA = 1 } tc_device;
+
+/* ---- storage and tensors ------------------------------------------------------------ */
+
+/* Bytes on one device. The deleter (when set) frees host memory that tocha did not
+ * allocate (tc_tensor_from_data); otherwise tocha owns data. */
+typedef struct tc_storage {
+    void *data;
+    int64_t nbytes;
+    int32_t refcount; /* atomic; use tc_storage_retain / tc_storage_release */
+    int32_t device;
+    void (*deleter)(void *data, void *ctx);
+    void *deleter_ctx;
+} tc_storage;
+
+/* A strided view of a storage. Sizes, strides and offset are in elements. A tensor with
+ * no storage has no elements. The header is mutable (resize, set), as in Torch7. */
+typedef struct tc_tensor {
+    int32_t refcount; /* atomic */
+    int32_t dtype;    /* tc_dtype */
+    int32_t ndim;
+    int32_t flags;    /* reserved for autograd */
+    int64_t offset;
+    int64_t size[TC_MAX_DIMS];
+    int64_t stride[TC_MAX_DIMS];
+    tc_storage *storage;
+    void *autograd; /* reserved for autograd (issue 3); NULL */
+} tc_tensor;
+
+/* New contiguous tensor of the given sizes; contents uninitialised. */
+tc_status tc_tensor_new(tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out);
+/* New tensor with no elements (ndim 0... Torch7's empty tensor: dim() == 0). */
+tc_status tc_tensor_new_empty(tc_dtype dt, tc_tensor **out);
+/* New view of storage s (retained) with the given geometry; bounds are checked. */
+tc_status tc_tensor_new_view(tc_storage *s, tc_dtype dt, int64_t offset, int ndim,
+                             const int64_t *sizes, const int64_t *strides, tc_tensor **out);
+/* Wraps host memory without copying. strides may be NULL (contiguous). deleter (may be
+ * NULL: the caller keeps the memory alive longer than every tensor that views it) is
+ * called with (data, ctx) when the last view is gone. */
+tc_status tc_tensor_from_data(void *data, tc_dtype dt, int ndim, const int64_t *sizes,
+                              const int64_t *strides, void (*deleter)(void *, void *),
+                              void *ctx, tc_tensor **out);
+/* A new header viewing the same elements as t (Torch7's `t.new(t)` / a shallow alias). */
+tc_status tc_tensor_alias(const tc_tensor *t, tc_tensor **out);
+void tc_tensor_retain(tc_tensor *t);
+void tc_tensor_release(tc_tensor *t);
+/* Releases n pointers at once (the Lua registry frees its dead handles in batches). */
+void tc_tensor_release_many(tc_tensor **ts, int64_t n);
+void tc_storage_retain(tc_storage *s);
+void tc_storage_release(tc_storage *s);
+/* New storage of nbytes on the CPU, zero-filled. */
+tc_status tc_storage_new(int64_t nbytes, tc_storage **out);
+
+/* Torch7's resize: t takes the given sizes with contiguous strides, keeping its storage
+ * and offset when large enough, otherwise getting a new one (contents kept up to the old
+ * size when the storage grows in place). */
+tc_status tc_tensor_resize(tc_tensor *t, int ndim, const int64_t *sizes);
+/* Torch7's set: t becomes a view of src's storage and geometry (src may be t). */
+tc_status tc_tensor_set(tc_tensor *t, const tc_tensor *src);
+/* Torch7's set(storage, offset, sizes, strides) (s may be NULL for an empty tensor). */
+tc_status tc_tensor_set_storage(tc_tensor *t, tc_storage *s, int64_t offset, int ndim,
+                                const int64_t *sizes, const int64_t *strides);
+/* Drops t's storage: t becomes an empty tensor (Lua's t:free() frees memory early). */
+void tc_tensor_clear(tc_tensor *t);
+
+int64_t tc_tensor_numel(const tc_tensor *t);
+int tc_tensor_is_contiguous(const tc_tensor *t);
+/* Pointer to element 0 of the view (NULL when the tensor has no storage). */
+void *tc_tensor_data(const tc_tensor *t);
+/* Element at a 0-based multi-index, as a double (i64 beyond 2^53 loses precision). */
+tc_status tc_tensor_get(const tc_tensor *t, const int64_t *index, double *out);
+tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v);
+/* Same fast pair for the first element of a 1-element tensor (Torch7 scalars). */
+double tc_tensor_item(const tc_tensor *t);
+
+/* ---- the op table ------------------------------------------------------------------- */
+
+typedef enum tc_opkind {
+    TC_KIND_EW = 0,  /* elementwise with a formula, broadcast */
+    TC_KIND_CONVERT, /* copy with dtype conversion */
+    TC_KIND_SELECT,  /* where(cond, a, b) */
+    TC_KIND_REDUCE,
+    TC_KIND_SCAN,
+    TC_KIND_MATMUL,
+    TC_KIND_INDEX,
+    TC_KIND_SORT,
+    TC_KIND_JOIN,
+    TC_KIND_VIEW,
+    TC_KIND_RANDOM,
+    TC_KIND_COUNT
+} tc_opkind;
+
+enum {
+    TC_OPF_DIFF = 1,  /* differentiable */
+    TC_OPF_FLT = 2,   /* accepts float dtypes */
+    TC_OPF_INT = 4,   /* accepts integer dtypes */
+    TC_OPF_BOOL = 8,  /* accepts bool */
+    TC_OPF_CMP = 16,  /* output is uint8 */
+    TC_OPF_ZDIV = 32  /* integer divisor must not be zero */
+};
+
+#define TC_EW(ID, name, arity, nparams, flags, ffmt, ifmt) TC_OP_##ID,
+#define TC_OPK(ID, name, kind, nin, nout, flags) TC_OP_##ID,
+typedef enum tc_op {
+#include "ops.def"
+    TC_OP_COUNT
+} tc_op;
+#undef TC_EW
+#undef TC_OPK
+
+typedef struct tc_opinfo {
+    const char *name;
+    int32_t kind;    /* tc_opkind */
+    int32_t nin;     /* tensor inputs (-1: a list) */
+    int32_t nout;    /* outputs */
+    int32_t nparams; /* scalar params used (elementwise ops) */
+    int32_t flags;   /* TC_OPF_* */
+    const char *formula;     /* float formula text (elementwise), else "" */
+    const char *int_formula; /* integer formula text (elementwise), else "" */
+} tc_opinfo;
+
+const tc_opinfo *tc_op_info(tc_op op); /* NULL when op is out of range */
+/* Op id by name, or -1. */
+int tc_op_lookup(const char *name);
+
+typedef struct tc_generator tc_generator;
+
+/* Parameters of one op call (see ops.def for each op's meaning). */
+typedef struct tc_params {
+    double s[2];
+    int64_t i[4];
+    int32_t nshape;
+    int64_t shape[2 * TC_MAX_DIMS];
+    tc_generator *gen;
+} tc_params;
+
+/* The one dispatcher. in: nin borrowed inputs (NULL entries allowed where ops.def says
+ * optional). out: nout slots; a non-NULL slot is the destination (Torch7's optional result
+ * argument: resized to the result's size when it has the wrong size, dtype must fit), a
+ * NULL slot receives a new tensor (a new reference). An in-place op passes an input as
+ * out[0]. On failure out slots are left as they were. */
+tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p,
+                    tc_tensor **out, int nout);
+
+/* ---- random number generators ------------------------------------------------------- */
+
+tc_status tc_generator_new(uint64_t seed, tc_generator **out);
+void tc_generator_free(tc_generator *g);
+/* The process default generator (seeded from the clock at start; reseed for repeatability). */
+tc_generator *tc_generator_default(void);
+void tc_generator_seed(tc_generator *g, uint64_t seed);
+uint64_t tc_generator_initial_seed(const tc_generator *g);
+/* State as opaque bytes: get copies at most cap bytes and returns the size needed. */
+size_t tc_generator_get_state(const tc_generator *g, void *buf, size_t cap);
+tc_status tc_generator_set_state(tc_generator *g, const void *buf, size_t n);
+/* One uniform double in [0, 1) (Torch7's torch.uniform() without a tensor). */
+double tc_generator_uniform(tc_generator *g);
+double tc_generator_normal(tc_generator *g);
+
+/* ---- runtime ------------------------------------------------------------------------ */
+
+void tc_set_num_threads(int n);
+int tc_get_num_threads(void);
+
+typedef struct tc_memstats {
+    int64_t bytes_live;   /* CPU storage bytes held now */
+    int64_t bytes_peak;
+    int64_t storages_live;
+    int64_t tensors_live;
+} tc_memstats;
+void tc_memory_stats(tc_memstats *out);
+/* Test hook: the n-th storage allocation from now fails (n <= 0 disables). */
+void tc_debug_fail_alloc_after(int64_t n);
+
+const char *tc_version(void);
+
+#ifndef TC_CDEF
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif /* TOCHA_H */

@@ -1,0 +1,1 @@
+-- index.lua: placeholder during bring-up

@@ -1,0 +1,1 @@
+-- math.lua: placeholder during bring-up

@@ -1,0 +1,1 @@
+-- print.lua: placeholder during bring-up

@@ -1,0 +1,1 @@
+-- random.lua: placeholder during bring-up

@@ -1,0 +1,1 @@
+-- storage.lua: placeholder during bring-up

@@ -1,0 +1,1 @@
+-- utils.lua: placeholder during bring-up

@@ -1,0 +1,48 @@
+#!/bin/sh
+# run.sh BUILD BUSTED -- runs the C tests and the busted specs, prints each suite's output
+# and, as the last line, the summed "N passed, N failed". Exits non-zero on any failure.
+# ASAN=1: the Lua specs run with the sanitizer runtime preloaded into luajit.
+build="${1:-build}"
+busted="${2:-luajit /usr/bin/busted}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root" || exit 2
+export TOCHA_HOME="$root" TOCHA_BUILD="$root/$build"
+export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;$root/tests/lua/?.lua;;"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+
+passed=0
+failed=0
+
+# C tests: the runner prints "c: N passed, N failed".
+"$build/tests/ctest" 2>&1 | tee "$log"
+c_line=$(grep -E '^c: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -z "$c_line" ]; then
+    echo "run.sh: the C test runner crashed or printed no summary"
+    failed=$((failed + 1))
+else
+    passed=$((passed + $(echo "$c_line" | sed -E 's/^c: ([0-9]+) passed.*/\1/')))
+    failed=$((failed + $(echo "$c_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+fi
+
+# busted specs (utfTerminal output ends with "N successes / N failures / N errors / N pending").
+if [ -n "$ASAN" ]; then
+    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+    export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1"
+fi
+$busted --output=plainTerminal tests/lua 2>&1 | tee "$log"
+unset LD_PRELOAD
+b_line=$(grep -E '[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -n 1)
+if [ -z "$b_line" ]; then
+    echo "run.sh: busted crashed or printed no summary"
+    failed=$((failed + 1))
+else
+    s=$(echo "$b_line" | sed -E 's/^([0-9]+) success.*/\1/')
+    f=$(echo "$b_line" | sed -E 's/.* ([0-9]+) failures?.*/\1/')
+    e=$(echo "$b_line" | sed -E 's/.* ([0-9]+) errors?.*/\1/')
+    passed=$((passed + s))
+    failed=$((failed + f + e))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
