@@ -27,6 +27,7 @@ static const tc_backend *backend_for(int device)
 static const tc_tensor *principal(const tc_kcall *k)
 {
     if (k->info->kind == TC_KIND_SELECT) return k->in[1];
+    if (k->op == TC_OP_MULTINOMIAL) return k->in[0]; /* typed by its probabilities; result int64 */
     if (k->nin > 0 && k->in[0] && k->info->kind != TC_KIND_RANDOM) return k->in[0];
     return k->out[0];
 }
@@ -132,7 +133,9 @@ tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_para
             bool shaped = true;
             for (int i = 1; i < nin; i++)
                 if (!in[i] || (!tc_same_shape(in[i], in[0]) && tc_tensor_numel(in[i]) != 1)) shaped = false;
-            if (shaped && tc_tensor_alloc((tc_dtype)in[0]->dtype, in[0]->ndim, in[0]->size, &o) == TC_OK) {
+            if (shaped) {
+                tc_status s = tc_tensor_alloc((tc_dtype)in[0]->dtype, in[0]->ndim, in[0]->size, &o);
+                if (s) return tc_set_error(s, "%s: out of memory for the result", info->name);
                 if (tc_cpu_ew_fast(op, info, in, nin, p, o)) {
                     out[0] = o;
                     return TC_OK;

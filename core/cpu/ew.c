@@ -17,8 +17,9 @@
 #define CMP TC_OPF_CMP
 #define ZDIV TC_OPF_ZDIV
 
-/* The output of a comparison is uint8; otherwise the input type T. */
-#define EW_OUT_T(fl, T) __typeof__(*(((fl) & TC_OPF_CMP) ? (uint8_t *)0 : (T *)0))
+/* The output type OT_: uint8 for comparisons, else T. __builtin_choose_expr keeps the
+ * chosen operand's own type (a ?: would promote uint8/int16/bool to int). */
+#define EW_OUT_TYPE(fl, T) typedef __typeof__(__builtin_choose_expr(((fl) & TC_OPF_CMP) != 0, (uint8_t)0, (T)0)) OT_
 
 #define EW_PARAMS(T)                                                                        \
     const T p0 = (T)s0, p1 = (T)s1;                                                         \
@@ -37,7 +38,7 @@
 
 #define EW_BODY_1(T, fl, EXPR)                                                              \
     EW_PARAMS(T);                                                                           \
-    typedef __typeof__(((fl) & TC_OPF_CMP) ? (uint8_t)0 : (T)0) OT_;                        \
+    EW_OUT_TYPE(fl, T);                                                                     \
     if (st[0] == (int64_t)sizeof(OT_) && st[1] == (int64_t)sizeof(T)) {                     \
         OT_ *O = (OT_ *)pp[0];                                                              \
         const T *A = (const T *)pp[1];                                                      \
@@ -54,7 +55,7 @@
 
 #define EW_BODY_2(T, fl, EXPR)                                                              \
     EW_PARAMS(T);                                                                           \
-    typedef __typeof__(((fl) & TC_OPF_CMP) ? (uint8_t)0 : (T)0) OT_;                        \
+    EW_OUT_TYPE(fl, T);                                                                     \
     if (st[0] == (int64_t)sizeof(OT_) && st[1] == (int64_t)sizeof(T)) {                     \
         OT_ *O = (OT_ *)pp[0];                                                              \
         const T *A = (const T *)pp[1];                                                      \
@@ -82,7 +83,7 @@
 
 #define EW_BODY_3(T, fl, EXPR)                                                              \
     EW_PARAMS(T);                                                                           \
-    typedef __typeof__(((fl) & TC_OPF_CMP) ? (uint8_t)0 : (T)0) OT_;                        \
+    EW_OUT_TYPE(fl, T);                                                                     \
     if (st[0] == (int64_t)sizeof(OT_) && st[1] == (int64_t)sizeof(T) &&                    \
         st[2] == (int64_t)sizeof(T) && st[3] == (int64_t)sizeof(T)) {                       \
         OT_ *O = (OT_ *)pp[0];                                                              \
