@@ -1,0 +1,102 @@
+-- run.lua BUILD -- the benchmark runner (`make bench`): runs each workload's tocha and
+-- PyTorch scripts alternately (A B A B ...), 5 counted runs after a warm-up pair, takes
+-- medians, prints a table and writes it to bench/RESULTS.md with the machine's details.
+-- Each script prints one number; see bench/tocha/*.lua and bench/pytorch/*.py.
+local build = arg[1] or 'build'
+local root = arg[0]:match('^(.*)/bench/[^/]*$') or '.'
+local runs = tonumber(os.getenv('BENCH_RUNS') or '5')
+local threads = os.getenv('BENCH_THREADS') or '2'
+
+local env = string.format('BENCH_THREADS=%s TOCHA_HOME=%s TOCHA_BUILD=%s/%s LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;"',
+   threads, root, root, build, root, root)
+local tocha_cmd = string.format('%s %s/%s/tocha %s/bench/tocha/', env, root, build, root)
+local py_cmd = string.format('BENCH_THREADS=%s PYTHONPATH=%s/bench/pytorch /usr/bin/python3 %s/bench/pytorch/',
+   threads, root, root)
+local peak_cmd = string.format('OPENBLAS_NUM_THREADS=%s %s/%s/bench/sgemm_peak', threads, root, build)
+
+-- lower: true when smaller is better (times); the ratio is always tocha / peer.
+local workloads = {
+   {name = 'tiny add in place, x:add(y)', unit = 'us/op', lower = true,
+    a = 'dispatch.lua inplace', b = 'dispatch.py inplace', target = 'ratio <= 0.10'},
+   {name = 'tiny add out of place, z = x + y', unit = 'us/op', lower = true,
+    a = 'dispatch.lua outofplace', b = 'dispatch.py outofplace', target = 'ratio <= 0.30'},
+   {name = '8-op elementwise chain, 16M floats', unit = 'GB/s', lower = false,
+    a = 'ewchain.lua', b = 'ewchain.py', target = 'ratio >= 1 (eager)'},
+   {name = 'sgemm 2048x2048 vs PyTorch', unit = 'GFLOP/s', lower = false,
+    a = 'gemm.lua 2048', b = 'gemm.py 2048', target = '-'},
+   {name = 'sgemm 2048x2048 vs OpenBLAS itself', unit = 'GFLOP/s', lower = false,
+    a = 'gemm.lua 2048', peak = true, target = 'ratio >= 0.95'},
+}
+
+local function run_one(cmd)
+   local p = io.popen(cmd .. ' 2>&1')
+   local out = p:read('*a')
+   p:close()
+   local v = tonumber(out:match('([%d%.]+)%s*$'))
+   if not v then error('benchmark command failed: ' .. cmd .. '\n' .. out, 0) end
+   return v
+end
+
+local function median(t)
+   local s = {}
+   for i, v in ipairs(t) do s[i] = v end
+   table.sort(s)
+   local n = #s
+   return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
+end
+
+local function shell(cmd)
+   local p = io.popen(cmd .. ' 2>/dev/null')
+   local s = p:read('*a') or ''
+   p:close()
+   return (s:gsub('%s+$', ''))
+end
+
+local rows = {}
+for _, w in ipairs(workloads) do
+   local acmd = tocha_cmd .. w.a
+   local bcmd = w.peak and peak_cmd .. ' 2048' or py_cmd .. w.b
+   io.write(string.format('%-40s ', w.name))
+   io.flush()
+   run_one(acmd) -- warm-up pair (page cache, CPU frequency)
+   run_one(bcmd)
+   local as, bs = {}, {}
+   for _ = 1, runs do
+      as[#as + 1] = run_one(acmd)
+      bs[#bs + 1] = run_one(bcmd)
+   end
+   local ma, mb = median(as), median(bs)
+   local row = {w = w, a = ma, b = mb, ratio = ma / mb,
+                amin = math.min(unpack(as)), amax = math.max(unpack(as)),
+                bmin = math.min(unpack(bs)), bmax = math.max(unpack(bs))}
+   rows[#rows + 1] = row
+   print(string.format('tocha %10.3f  peer %10.3f %-8s ratio %.3f', ma, mb, w.unit, row.ratio))
+end
+
+local cpu = shell("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub('^%s+', '')
+local lines = {
+   '# Benchmark results',
+   '',
+   'Written by `make bench` (bench/run.lua): tocha and its peer run alternately, ' .. runs ..
+      ' counted runs each after a warm-up; medians, with the min-max spread.',
+   'Ratios are tocha / peer. For us/op lower is better; for GB/s and GFLOP/s higher is better.',
+   '',
+   '- date: ' .. os.date('!%Y-%m-%d %H:%M UTC'),
+   '- CPU: ' .. cpu .. ' (' .. shell('nproc') .. ' cores)',
+   '- threads: ' .. threads .. ' for tocha (its pool and OpenBLAS) and for PyTorch (torch.set_num_threads, OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build)',
+   '- tocha: LuaJIT ' .. shell('luajit -v | cut -d" " -f2') .. ', OpenBLAS ' ..
+      shell("dpkg-query -W -f='${Version}' libopenblas0-pthread"),
+   '- peer: PyTorch ' .. shell('/usr/bin/python3 -c "import torch; print(torch.__version__)"') ..
+      ' eager (Debian python3-torch); OpenBLAS sgemm called directly for the peak row',
+   '',
+   '| workload | unit | tocha (min-max) | peer (min-max) | ratio | target |',
+   '|---|---|---|---|---|---|',
+}
+for _, r in ipairs(rows) do
+   lines[#lines + 1] = string.format('| %s | %s | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.3f | %s |',
+      r.w.name, r.w.unit, r.a, r.amin, r.amax, r.b, r.bmin, r.bmax, r.ratio, r.w.target)
+end
+local f = assert(io.open(root .. '/bench/RESULTS.md', 'w'))
+f:write(table.concat(lines, '\n'), '\n')
+f:close()
+print('wrote bench/RESULTS.md')

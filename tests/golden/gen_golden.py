@@ -1,0 +1,297 @@
+#!/usr/bin/python3
+"""gen_golden.py -- golden values for the op conformance test, computed with PyTorch.
+
+Run with Debian's PyTorch: /usr/bin/python3 tests/golden/gen_golden.py > tests/golden/ops.golden
+The output is committed; tests/c/test_conformance.c reads it, runs each case through
+tc_op_run and compares. Every op of core/ops.def must have at least one case here (random
+ops excepted: they are checked statistically), so a newly declared op fails the
+conformance test until it gets golden values.
+
+Case format (one token stream per case, blank line between cases):
+  op NAME
+  dtype DTYPE                      (the dtype of the first input / of the output for fill)
+  params S0 S1 I0 I1 I2 I3         (tc_params.s[0..1], .i[0..3])
+  shape N v1 .. vN                 (tc_params.shape; N = nshape)
+  in DTYPE NDIM d1 .. dN : values  ('in none' for a NULL input)
+  outshape DTYPE NDIM d1 .. dN     (a result tensor given to the op, filled with zeros)
+  out DTYPE NDIM d1 .. dN : values (expected results, in order)
+  end
+C indices and dims are 0-based, as in the C API.
+"""
+import math
+import torch
+
+torch.manual_seed(1234)
+DT = {
+    'float32': torch.float32, 'float64': torch.float64, 'uint8': torch.uint8, 'int8': torch.int8,
+    'int16': torch.int16, 'int32': torch.int32, 'int64': torch.int64, 'bool': torch.bool,
+    'float16': torch.float16, 'bfloat16': torch.bfloat16,
+}
+NAME = {v: k for k, v in DT.items()}
+cases = []
+
+
+def fmt(v):
+    if isinstance(v, bool):
+        return '1' if v else '0'
+    if isinstance(v, int):
+        return str(v)
+    if math.isnan(v):
+        return 'nan'
+    if math.isinf(v):
+        return 'inf' if v > 0 else '-inf'
+    return repr(float(v))
+
+
+def tensor_line(tag, t):
+    if t is None:
+        return f'{tag} none'
+    vals = ' '.join(fmt(x) for x in t.flatten().tolist())
+    dims = ' '.join(str(d) for d in t.shape)
+    return f'{tag} {NAME[t.dtype]} {t.dim()} {dims} : {vals}'.replace('  ', ' ')
+
+
+def case(op, ins, outs, s=(0, 0), i=(0, 0, 0, 0), shape=(), outshape=None):
+    dtype = ins[0].dtype if ins and ins[0] is not None else outshape.dtype
+    lines = [f'op {op}', f'dtype {NAME[dtype]}',
+             'params ' + ' '.join(fmt(float(x)) for x in s) + ' ' + ' '.join(str(int(x)) for x in i),
+             f'shape {len(shape)} ' + ' '.join(str(int(x)) for x in shape)]
+    lines += [tensor_line('in', t) for t in ins]
+    if outshape is not None:
+        dims = ' '.join(str(d) for d in outshape.shape)
+        lines.append(f'outshape {NAME[outshape.dtype]} {outshape.dim()} {dims}')
+    lines += [tensor_line('out', t) for t in outs]
+    lines.append('end')
+    cases.append('\n'.join(lines))
+
+
+def rnd(*shape, dtype=torch.float64, lo=-2.0, hi=2.0):
+    return (torch.rand(*shape, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+
+
+def ints(*shape, dtype=torch.int64, lo=-9, hi=10):
+    return torch.randint(lo, hi, shape, dtype=dtype)
+
+
+# ---- elementwise unary: (name, torch fn, domain) ------------------------------------------
+unary = [
+    ('neg', torch.neg, (-3, 3)), ('abs', torch.abs, (-3, 3)), ('sign', torch.sign, (-3, 3)),
+    ('square', lambda x: x * x, (-3, 3)), ('exp', torch.exp, (-3, 3)), ('expm1', torch.expm1, (-1, 1)),
+    ('log', torch.log, (0.1, 4)), ('log1p', torch.log1p, (-0.5, 3)), ('log2', torch.log2, (0.1, 4)),
+    ('log10', torch.log10, (0.1, 4)), ('sqrt', torch.sqrt, (0.1, 4)), ('rsqrt', torch.rsqrt, (0.1, 4)),
+    ('cinv', torch.reciprocal, (0.5, 3)), ('sin', torch.sin, (-3, 3)), ('cos', torch.cos, (-3, 3)),
+    ('tan', torch.tan, (-1.2, 1.2)), ('asin', torch.asin, (-0.9, 0.9)), ('acos', torch.acos, (-0.9, 0.9)),
+    ('atan', torch.atan, (-3, 3)), ('sinh', torch.sinh, (-2, 2)), ('cosh', torch.cosh, (-2, 2)),
+    ('tanh', torch.tanh, (-3, 3)), ('sigmoid', torch.sigmoid, (-5, 5)), ('erf', torch.erf, (-2, 2)),
+    ('ceil', torch.ceil, (-3, 3)), ('floor', torch.floor, (-3, 3)),
+    # Torch7's round is C round(): halves away from zero (PyTorch rounds halves to even)
+    ('round', lambda x: torch.sign(x) * torch.floor(torch.abs(x) + 0.5), (-3, 3)),
+    ('trunc', torch.trunc, (-3, 3)), ('frac', torch.frac, (-3, 3)),
+]
+for name, fn, (lo, hi) in unary:
+    for dt in (torch.float32, torch.float64):
+        x = rnd(2, 3, dtype=dt, lo=lo, hi=hi)
+        case(name, [x], [fn(x.double()).to(dt)])
+for name in ('neg', 'abs', 'sign', 'square', 'ceil', 'floor', 'round', 'trunc'):
+    x = ints(7, dtype=torch.int32, lo=-5, hi=6)
+    ref = {'neg': -x, 'abs': x.abs(), 'sign': x.sign(), 'square': x * x}.get(name, x)
+    case(name, [x], [ref])
+x = torch.tensor([0, 1, 0, 3, 0], dtype=torch.uint8)
+case('logical_not', [x], [(x == 0).to(torch.uint8)])
+case('logical_not', [x.bool()], [~x.bool()])
+x = rnd(3, 4, dtype=torch.float32, lo=-3, hi=3)
+case('clamp', [x], [x.clamp(-1, 0.5)], s=(-1, 0.5))
+xi = ints(6, dtype=torch.int16)
+case('clamp', [xi], [xi.clamp(-2, 3)], s=(-2, 3))
+o = torch.zeros(2, 3, dtype=torch.float64)
+case('fill', [], [torch.full((2, 3), 2.5, dtype=torch.float64)], s=(2.5, 0), outshape=o)
+case('fill', [], [torch.full((4,), 7, dtype=torch.int64)], s=(7, 0), outshape=torch.zeros(4, dtype=torch.int64))
+
+# ---- elementwise binary / ternary (with broadcasting) --------------------------------------
+a, b = rnd(2, 3), rnd(3, lo=0.5, hi=2)
+for dt in (torch.float32, torch.float64):
+    A, B = a.to(dt), b.to(dt)
+    case('add', [A, B], [A + 0.5 * B], s=(0.5, 0))
+    case('sub', [A, B], [A - 2 * B], s=(2, 0))
+    case('mul', [A, B], [A * B])
+    case('div', [A, B], [A / B])
+    case('pow', [B, A], [torch.pow(B.double(), A.double()).to(dt)])
+    case('atan2', [A, B], [torch.atan2(A, B)])
+    case('fmod', [A, B], [torch.fmod(A, B)])
+    case('remainder', [A, B], [torch.remainder(A, B)])
+    case('cmax', [A, B], [torch.maximum(A, B)])
+    case('cmin', [A, B], [torch.minimum(A, B)])
+    for op, fn in (('lt', torch.lt), ('le', torch.le), ('gt', torch.gt), ('ge', torch.ge),
+                   ('eq', torch.eq), ('ne', torch.ne)):
+        B2 = B.clone()
+        B2[1] = A[0, 1]  # make some equal pairs
+        case(op, [A, B2], [fn(A, B2).to(torch.uint8)])
+    C3 = rnd(2, 3, dtype=dt, lo=0.5, hi=2)
+    case('addcmul', [A, B, C3], [A + 0.7 * B * C3], s=(0.7, 0))
+    case('addcdiv', [A, B, C3], [A + 0.7 * B / C3], s=(0.7, 0))
+    W = rnd(2, 3, dtype=dt, lo=0, hi=1)
+    case('lerp', [A, B, W], [torch.lerp(A, B.expand(2, 3), W)])
+ia, ib = ints(2, 4, dtype=torch.int32), ints(4, dtype=torch.int32, lo=1, hi=5)
+ib[1] = -3
+case('add', [ia, ib], [ia + 2 * ib], s=(2, 0))
+case('mul', [ia, ib], [ia * ib])
+case('div', [ia, ib], [torch.div(ia, ib, rounding_mode='trunc')])
+case('fmod', [ia, ib], [torch.fmod(ia, ib)])
+case('remainder', [ia, ib], [torch.remainder(ia, ib)])
+case('pow', [ia, ib.abs()], [torch.pow(ia, ib.abs())])
+case('cmax', [ia, ib], [torch.maximum(ia, ib)])
+case('cmin', [ia, ib], [torch.minimum(ia, ib)])
+ua, ub = ints(5, dtype=torch.int64, lo=0, hi=64), ints(5, dtype=torch.int64, lo=0, hi=4)
+case('bitand', [ua, ub], [ua & ub])
+case('bitor', [ua, ub], [ua | ub])
+case('bitxor', [ua, ub], [ua ^ ub])
+case('lshift', [ua, ub], [ua << ub])
+case('rshift', [ua, ub], [ua >> ub])
+case('lt', [ia, ib], [torch.lt(ia, ib).to(torch.uint8)])
+
+# ---- convert, where ---------------------------------------------------------------------------
+x = rnd(2, 3, lo=-300, hi=300)
+case('copy', [x], [x.to(torch.int32)], i=(7, 0, 0, 0))
+case('copy', [x], [x.to(torch.float32)], i=(0, 0, 0, 0))
+case('copy', [x.to(torch.float32)], [x.to(torch.float32).to(torch.float16)], i=(2, 0, 0, 0))
+xi = ints(4, dtype=torch.int64)
+case('copy', [xi], [xi.double()], i=(1, 0, 0, 0))
+cond = torch.tensor([1, 0, 1], dtype=torch.uint8)
+wa, wb = rnd(2, 3), rnd(3)
+case('where', [cond, wa, wb], [torch.where(cond.bool(), wa, wb)])
+
+# ---- reductions and scans (i0 = dim, -1 all; i1 = keepdim; i2 var/std unbiased) -----------------
+x = rnd(3, 4)
+for dt in (torch.float32, torch.float64):
+    X = x.to(dt)
+    for dim in (-1, 0, 1):
+        for keep in (0, 1):
+            if dim == -1 and keep:
+                continue
+            kw = {} if dim == -1 else {'dim': dim, 'keepdim': bool(keep)}
+            case('sum', [X], [X.double().sum(**kw).to(dt)], i=(dim, keep, 0, 0))
+            case('prod', [X], [X.double().prod(**kw).to(dt)] if dim >= 0 else [X.double().prod().to(dt)], i=(dim, keep, 0, 0))
+            case('mean', [X], [X.double().mean(**kw).to(dt)], i=(dim, keep, 0, 0))
+            for unb in (0, 1):
+                case('var', [X], [X.double().var(unbiased=bool(unb), **kw).to(dt)], i=(dim, keep, unb, 0))
+                case('std', [X], [X.double().std(unbiased=bool(unb), **kw).to(dt)], i=(dim, keep, unb, 0))
+            for p in (1, 2, 3, math.inf, 0):
+                nk = {} if dim == -1 else {'dim': dim, 'keepdim': bool(keep)}
+                case('norm', [X], [torch.linalg.vector_norm(X.double(), ord=p, **nk).to(dt)], s=(p, 0), i=(dim, keep, 0, 0))
+            if dim == -1:
+                case('max', [X], [X.max()], i=(-1, 0, 0, 0))
+                case('min', [X], [X.min()], i=(-1, 0, 0, 0))
+            else:
+                v, ix = X.max(dim=dim, keepdim=bool(keep))
+                case('max', [X], [v, ix], i=(dim, keep, 0, 0))
+                v, ix = X.min(dim=dim, keepdim=bool(keep))
+                case('min', [X], [v, ix], i=(dim, keep, 0, 0))
+    for dim in (0, 1):
+        case('cumsum', [X], [X.double().cumsum(dim).to(dt)], i=(dim, 0, 0, 0))
+        case('cumprod', [X], [X.double().cumprod(dim).to(dt)], i=(dim, 0, 0, 0))
+xi = ints(3, 4, dtype=torch.int32, lo=-4, hi=5)
+case('sum', [xi], [xi.sum(dim=1)], i=(1, 0, 0, 0))
+case('sum', [xi], [xi.sum()], i=(-1, 0, 0, 0))
+xp = (torch.randperm(12).view(3, 4) - 5).to(torch.int32)  # no ties: tie order is unspecified
+case('max', [xp], list(xp.max(dim=0)), i=(0, 0, 0, 0))
+case('cumsum', [xi], [xi.cumsum(1).to(torch.int32)], i=(1, 0, 0, 0))
+mask = torch.tensor([[1, 0, 1], [1, 1, 1]], dtype=torch.uint8)
+case('all', [mask], [mask.bool().all(dim=1).to(torch.uint8)], i=(1, 0, 0, 0))
+case('any', [mask], [mask.bool().any(dim=0).to(torch.uint8)], i=(0, 0, 0, 0))
+case('all', [mask], [mask.bool().all().to(torch.uint8)], i=(-1, 0, 0, 0))
+case('any', [torch.zeros(3, dtype=torch.uint8)], [torch.tensor(0, dtype=torch.uint8)], i=(-1, 0, 0, 0))
+
+# ---- matrix products: s0 = beta, s1 = alpha ------------------------------------------------
+for dt in (torch.float32, torch.float64):
+    v, w = rnd(4, dtype=dt), rnd(4, dtype=dt)
+    M, A, B = rnd(3, 5, dtype=dt), rnd(3, 4, dtype=dt), rnd(4, 5, dtype=dt)
+    case('dot', [v, w], [torch.dot(v, w)], s=(0, 1))
+    case('mv', [A, v], [A @ v], s=(0, 1))
+    case('mm', [A, B], [A @ B], s=(0, 1))
+    case('mm', [A.t().contiguous().t(), B], [A @ B], s=(0, 1))
+    bA, bB = rnd(2, 3, 4, dtype=dt), rnd(2, 4, 5, dtype=dt)
+    case('bmm', [bA, bB], [torch.bmm(bA, bB)], s=(0, 1))
+    y = rnd(3, dtype=dt)
+    case('addmv', [y, A, v], [0.5 * y + 2 * (A @ v)], s=(0.5, 2))
+    case('addmm', [M, A, B], [0.5 * M + 2 * (A @ B)], s=(0.5, 2))
+    r1, r2 = rnd(3, dtype=dt), rnd(5, dtype=dt)
+    case('addr', [M, r1, r2], [0.5 * M + 2 * torch.outer(r1, r2)], s=(0.5, 2))
+    bM = rnd(2, 3, 5, dtype=dt)
+    case('baddbmm', [bM, bA, bB], [0.5 * bM + 2 * torch.bmm(bA, bB)], s=(0.5, 2))
+    case('addbmm', [M, bA, bB], [0.5 * M + 2 * torch.bmm(bA, bB).sum(0)], s=(0.5, 2))
+ia, ib = ints(2, 3), ints(3, 2)
+case('mm', [ia, ib], [ia @ ib], s=(0, 1))
+
+# ---- indexing (0-based indices in C; i0 = dim) ------------------------------------------------
+x = rnd(4, 3)
+idx = torch.tensor([2, 0, 2], dtype=torch.int64)
+case('index_select', [x, idx], [x.index_select(0, idx)], i=(0, 0, 0, 0))
+case('index_select', [x, torch.tensor([1, 0])], [x.index_select(1, torch.tensor([1, 0]))], i=(1, 0, 0, 0))
+src = rnd(2, 3)
+i2 = torch.tensor([3, 1])
+case('index_copy', [x, i2, src], [x.index_copy(0, i2, src)], i=(0, 0, 0, 0))
+case('index_add', [x, torch.tensor([1, 1]), src], [x.index_add(0, torch.tensor([1, 1]), src)], i=(0, 0, 0, 0))
+case('index_fill', [x, i2], [x.index_fill(0, i2, -1.5)], s=(-1.5, 0), i=(0, 0, 0, 0))
+g = torch.tensor([[0, 2, 1], [1, 1, 0]])
+case('gather', [x, g], [x.gather(0, g)], i=(0, 0, 0, 0))
+g1 = torch.tensor([[2, 0], [1, 1], [0, 2], [2, 2]])
+case('gather', [x, g1], [x.gather(1, g1)], i=(1, 0, 0, 0))
+sidx = torch.tensor([[0, 1, 2], [3, 2, 1]])
+case('scatter', [x, sidx, src], [x.scatter(0, sidx, src)], i=(0, 0, 0, 0))
+case('scatter_add', [x, torch.tensor([[0, 1, 2], [0, 1, 2]]), src],
+     [x.scatter_add(0, torch.tensor([[0, 1, 2], [0, 1, 2]]), src)], i=(0, 0, 0, 0))
+case('scatter_fill', [x, sidx], [x.scatter(0, sidx, 9.0)], s=(9, 0), i=(0, 0, 0, 0))
+m = (torch.rand(4, 3) > 0.5).to(torch.uint8)
+case('masked_fill', [x, m], [x.masked_fill(m.bool(), 0.25)], s=(0.25, 0))
+msrc = rnd(12)
+case('masked_copy', [x, m, msrc], [x.masked_scatter(m.bool(), msrc)])
+case('masked_select', [x, m], [x.masked_select(m.bool())])
+nz = torch.tensor([[0, 1.5, 0], [2, 0, 3]])
+case('nonzero', [nz], [torch.nonzero(nz)])
+
+# ---- sorting ------------------------------------------------------------------------------
+x = torch.tensor([[3.0, 1.0, 2.0, 1.0, 5.0], [0.5, -1.0, 4.0, 4.0, 2.0]])
+for dim in (0, 1):
+    for desc in (0, 1):
+        v, ix = torch.sort(x, dim=dim, descending=bool(desc), stable=True)
+        case('sort', [x], [v, ix], i=(dim, desc, 0, 0))
+# topk's order among equal values is unspecified (PyTorch's differs by path): distinct values
+y = torch.tensor([[3.0, 1.0, 2.0, 7.0, 5.0], [0.5, -1.0, 4.0, 6.0, 2.0]])
+v, ix = torch.topk(y, 2, dim=1, largest=True, sorted=True)
+case('topk', [y], [v, ix], i=(1, 2, 1, 1))
+v, ix = torch.topk(y, 3, dim=1, largest=False, sorted=True)
+case('topk', [y], [v, ix], i=(1, 3, 0, 1))
+v, ix = torch.kthvalue(y, 2, dim=1, keepdim=False)
+case('kthvalue', [y], [v, ix], i=(1, 2, 0, 0))
+v, ix = torch.median(y, dim=1, keepdim=True)
+case('median', [y], [v, ix], i=(1, 1, 0, 0))
+z = torch.tensor([[1.0, 2.0, 2.0, 3.0, 3.0], [4.0, 4.0, 1.0, 1.0, 4.0]])
+v, ix = torch.mode(z, dim=1)
+case('mode', [z], [v, ix], i=(1, 0, 0, 0))
+
+# ---- cat ----------------------------------------------------------------------------------------
+a, b = rnd(2, 3), rnd(1, 3)
+case('cat', [a, b], [torch.cat([a, b], 0)], i=(0, 0, 0, 0))
+c = rnd(2, 2)
+case('cat', [a, c], [torch.cat([a, c], 1)], i=(1, 0, 0, 0))
+
+# ---- views (values of the view, read row-major) ---------------------------------------------
+x = rnd(3, 4)
+case('narrow', [x], [x.narrow(1, 1, 2)], i=(1, 1, 2, 0))
+case('select', [x], [x.select(0, 2)], i=(0, 2, 0, 0))
+case('transpose', [x], [x.t()], i=(0, 1, 0, 0))
+x3 = rnd(2, 3, 4)
+case('permute', [x3], [x3.permute(2, 0, 1)], shape=(2, 0, 1))
+case('view', [x], [x.view(2, 6)], shape=(2, -1))
+e = rnd(3, 1)
+case('expand', [e], [e.expand(2, 3, 4)], shape=(2, 3, 4))
+s = rnd(1, 3, 1)
+case('squeeze', [s], [s.squeeze()], i=(-1, 0, 0, 0))
+case('squeeze', [s], [s.squeeze(0)], i=(0, 0, 0, 0))
+case('unsqueeze', [x], [x.unsqueeze(1)], i=(1, 0, 0, 0))
+u = rnd(7)
+case('unfold', [u], [u.unfold(0, 3, 2)], i=(0, 3, 2, 0))
+case('as_strided', [x], [torch.as_strided(x, (2, 2), (1, 4), 1)], i=(1, 0, 0, 0), shape=(2, 2, 1, 4))
+
+print(f'# generated by tests/golden/gen_golden.py with torch {torch.__version__}; {len(cases)} cases')
+print('\n\n'.join(cases))
