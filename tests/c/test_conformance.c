@@ -1,0 +1,421 @@
+/* test_conformance.c -- the op conformance test, driven by the op table.
+ *
+ * 1. Golden: every case of tests/golden/ops.golden (computed by PyTorch, see
+ *    gen_golden.py) runs through tc_op_run and must match.
+ * 2. Coverage: every op in core/ops.def has a CPU kernel (views excepted) and at least one
+ *    golden case (random ops excepted: test_random.c checks their statistics). A newly
+ *    declared op therefore fails here until it is implemented and has golden values.
+ * 3. Every elementwise op, for every dtype its flags allow: contiguous, transposed
+ *    (strided), broadcast and f16/bf16 inputs agree with the contiguous f64/i64 result.
+ * 4. Bad input for every op: wrong arity, missing result slots, a dtype the op refuses.
+ */
+#include "ctest.h"
+#include "internal.h"
+#include <stdlib.h>
+
+/* ---- golden file parsing ------------------------------------------------------------------ */
+
+typedef struct gtensor {
+    int present;
+    int dtype, ndim;
+    int64_t size[TC_MAX_DIMS];
+    double *values;
+    int64_t n;
+} gtensor;
+
+typedef struct gcase {
+    char op[64];
+    tc_params p;
+    int nin, nout;
+    gtensor in[8], out[2], outshape;
+} gcase;
+
+static int dtype_by_name(const char *s)
+{
+    for (int d = 0; d < TC_DTYPE_COUNT; d++)
+        if (strcmp(s, tc_dtype_name((tc_dtype)d)) == 0) return d;
+    return -1;
+}
+
+static int read_tensor(FILE *f, gtensor *g, int with_values)
+{
+    char tok[64];
+    memset(g, 0, sizeof *g);
+    if (fscanf(f, "%63s", tok) != 1) return 0;
+    if (strcmp(tok, "none") == 0) return 1;
+    g->present = 1;
+    g->dtype = dtype_by_name(tok);
+    if (g->dtype < 0 || fscanf(f, "%d", &g->ndim) != 1 || g->ndim > TC_MAX_DIMS) return 0;
+    g->n = 1;
+    for (int d = 0; d < g->ndim; d++) {
+        long long v;
+        if (fscanf(f, "%lld", &v) != 1) return 0;
+        g->size[d] = v;
+        g->n *= v;
+    }
+    if (!with_values) return 1;
+    if (fscanf(f, "%63s", tok) != 1 || strcmp(tok, ":") != 0) return 0;
+    g->values = calloc((size_t)(g->n ? g->n : 1), sizeof(double));
+    for (int64_t i = 0; i < g->n; i++) {
+        if (fscanf(f, "%63s", tok) != 1) return 0;
+        g->values[i] = strtod(tok, NULL);
+    }
+    return 1;
+}
+
+static void free_case(gcase *c)
+{
+    for (int i = 0; i < c->nin; i++) free(c->in[i].values);
+    for (int i = 0; i < c->nout; i++) free(c->out[i].values);
+}
+
+/* Reads the next case; returns 0 at end of file, -1 on a format error. */
+static int read_case(FILE *f, gcase *c)
+{
+    char tok[64];
+    memset(c, 0, sizeof *c);
+    int started = 0;
+    while (fscanf(f, "%63s", tok) == 1) {
+        if (tok[0] == '#') {
+            int ch;
+            while ((ch = fgetc(f)) != '\n' && ch != EOF) {
+            }
+            continue;
+        }
+        started = 1;
+        if (strcmp(tok, "op") == 0) {
+            if (fscanf(f, "%63s", c->op) != 1) return -1;
+        } else if (strcmp(tok, "dtype") == 0) {
+            if (fscanf(f, "%63s", tok) != 1) return -1;
+        } else if (strcmp(tok, "params") == 0) {
+            long long i0, i1, i2, i3;
+            if (fscanf(f, "%lf %lf %lld %lld %lld %lld", &c->p.s[0], &c->p.s[1], &i0, &i1, &i2, &i3) != 6) return -1;
+            c->p.i[0] = i0, c->p.i[1] = i1, c->p.i[2] = i2, c->p.i[3] = i3;
+        } else if (strcmp(tok, "shape") == 0) {
+            if (fscanf(f, "%d", &c->p.nshape) != 1 || c->p.nshape > 2 * TC_MAX_DIMS) return -1;
+            for (int k = 0; k < c->p.nshape; k++) {
+                long long v;
+                if (fscanf(f, "%lld", &v) != 1) return -1;
+                c->p.shape[k] = v;
+            }
+        } else if (strcmp(tok, "in") == 0) {
+            if (c->nin >= 8 || !read_tensor(f, &c->in[c->nin++], 1)) return -1;
+        } else if (strcmp(tok, "outshape") == 0) {
+            if (!read_tensor(f, &c->outshape, 0)) return -1;
+        } else if (strcmp(tok, "out") == 0) {
+            if (c->nout >= 2 || !read_tensor(f, &c->out[c->nout++], 1)) return -1;
+        } else if (strcmp(tok, "end") == 0) {
+            return 1;
+        } else {
+            return -1;
+        }
+    }
+    return started ? -1 : 0;
+}
+
+static tc_tensor *make_tensor(const gtensor *g)
+{
+    return ct_from((tc_dtype)g->dtype, g->ndim, g->size, g->values);
+}
+
+static double tolerance(int dtype, double expected)
+{
+    double rel = dtype == TC_F32 ? 2e-5 : dtype == TC_F64 ? 1e-10 : tc_is_half(dtype) ? 8e-3 : 0;
+    return rel * (fabs(expected) > 1 ? fabs(expected) : 1);
+}
+
+static int compare(const char *op, int which, const tc_tensor *got, const gtensor *want)
+{
+    if (!got) {
+        printf("  %s: result %d missing\n", op, which);
+        return 0;
+    }
+    if (got->dtype != want->dtype || got->ndim != want->ndim ||
+        memcmp(got->size, want->size, sizeof(int64_t) * (size_t)want->ndim) != 0) {
+        char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
+        printf("  %s: result %d is %s %s, expected %s %s\n", op, which, tc_dtype_name((tc_dtype)got->dtype),
+               tc_shape_str(got, b1, sizeof b1), tc_dtype_name((tc_dtype)want->dtype),
+               tc_sizes_str(want->ndim, want->size, b2, sizeof b2));
+        return 0;
+    }
+    for (int64_t i = 0; i < want->n; i++) {
+        double g = ct_at(got, i), w = want->values[i];
+        if (isnan(w) && isnan(g)) continue;
+        if (!(fabs(g - w) <= tolerance(want->dtype, w))) {
+            printf("  %s: result %d element %lld = %.10g, expected %.10g\n", op, which, (long long)i, g, w);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int cases_per_op[TC_OP_COUNT];
+
+static int run_case(gcase *c)
+{
+    int op = tc_op_lookup(c->op);
+    if (op < 0) {
+        printf("  golden: unknown op '%s'\n", c->op);
+        return 0;
+    }
+    cases_per_op[op]++;
+    const tc_opinfo *info = tc_op_info((tc_op)op);
+    tc_tensor *ins[8] = {0};
+    tc_tensor *out[2] = {0};
+    int ok = 1;
+    for (int i = 0; i < c->nin; i++) ins[i] = c->in[i].present ? make_tensor(&c->in[i]) : NULL;
+    if (c->outshape.present &&
+        tc_tensor_new((tc_dtype)c->outshape.dtype, c->outshape.ndim, c->outshape.size, &out[0]) != TC_OK) {
+        printf("  %s: cannot allocate the result: %s\n", c->op, tc_last_error());
+        ok = 0;
+    }
+    tc_status s = tc_op_run((tc_op)op, (const tc_tensor *const *)ins, c->nin, &c->p, out, info->nout);
+    if (s != TC_OK) {
+        printf("  %s: failed: %s\n", c->op, tc_last_error());
+        ok = 0;
+    } else {
+        for (int o = 0; o < c->nout; o++) ok &= compare(c->op, o + 1, out[o], &c->out[o]);
+    }
+    for (int i = 0; i < c->nin; i++) tc_tensor_release(ins[i]);
+    tc_tensor_release(out[0]);
+    tc_tensor_release(out[1]);
+    return ok;
+}
+
+static FILE *open_golden(void)
+{
+    char path[1024];
+    const char *home = getenv("TOCHA_HOME");
+    snprintf(path, sizeof path, "%s/tests/golden/ops.golden", home ? home : ".");
+    return fopen(path, "r");
+}
+
+TEST(conformance_golden_and_coverage)
+{
+    FILE *f = open_golden();
+    CHECK(f != NULL);
+    if (!f) return;
+    memset(cases_per_op, 0, sizeof cases_per_op);
+    int total = 0, bad = 0, r;
+    gcase c;
+    while ((r = read_case(f, &c)) == 1) {
+        total++;
+        if (!run_case(&c)) bad++;
+        free_case(&c);
+    }
+    fclose(f);
+    CHECK(r == 0); /* no format error */
+    CHECK(total > 300);
+    CHECK(bad == 0);
+    if (bad) printf("  %d of %d golden cases failed\n", bad, total);
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        if (info->kind != TC_KIND_VIEW && !tc_cpu_backend.kernels[op]) {
+            printf("  op %s has no CPU kernel\n", info->name);
+            CHECK(!"every op has a CPU kernel");
+        }
+        if (info->kind != TC_KIND_RANDOM && cases_per_op[op] == 0) {
+            printf("  op %s has no golden case in tests/golden/ops.golden\n", info->name);
+            CHECK(!"every op has golden values");
+        }
+    }
+}
+
+/* ---- elementwise ops: every allowed dtype, every memory layout -------------------------- */
+
+static bool dtype_allowed(const tc_opinfo *info, int dt)
+{
+    if (tc_dtype_is_float((tc_dtype)dt)) return info->flags & TC_OPF_FLT;
+    if (dt == TC_BOOL) return info->flags & TC_OPF_BOOL;
+    return info->flags & TC_OPF_INT;
+}
+
+/* Values valid for every formula: floats in [0.2, 0.9], integers in [1, 5], bools 0/1. */
+static double sample(int dt, int arg, int64_t i)
+{
+    if (dt == TC_BOOL) return (double)((i + arg) % 2);
+    if (tc_dtype_is_float((tc_dtype)dt)) return 0.2 + 0.7 * (double)((i * 7 + arg * 3) % 11) / 10.0;
+    return (double)(1 + (i * 3 + arg) % 5);
+}
+
+static tc_tensor *filled(int dt, int ndim, const int64_t *sizes, int arg)
+{
+    int64_t n = tc_numel_of(ndim, sizes);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) v[i] = sample(dt, arg, i);
+    tc_tensor *t = ct_from((tc_dtype)dt, ndim, sizes, v);
+    free(v);
+    return t;
+}
+
+/* Runs op on the given inputs (arity 0: fills a (3,4) result); returns a new tensor or NULL. */
+static tc_tensor *run_ew(int op, int dt, tc_tensor **ins, int nin, const tc_params *p)
+{
+    tc_tensor *out = NULL;
+    if (nin == 0 && tc_tensor_new((tc_dtype)dt, 2, SZ(3, 4), &out)) return NULL;
+    if (tc_op_run((tc_op)op, (const tc_tensor *const *)ins, nin, p, &out, 1)) {
+        printf("  %s (%s): %s\n", tc_op_info((tc_op)op)->name, tc_dtype_name((tc_dtype)dt), tc_last_error());
+        tc_tensor_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+static bool same_values(const tc_tensor *a, const tc_tensor *b, double rel)
+{
+    if (!a || !b || !tc_same_shape(a, b)) return false;
+    int64_t n = tc_tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        double x = ct_at(a, i), y = ct_at(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        if (!(fabs(x - y) <= rel * (fabs(y) > 1 ? fabs(y) : 1))) return false;
+    }
+    return true;
+}
+
+static void release_all(tc_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++) tc_tensor_release(ts[i]);
+}
+
+/* One op in one dtype: contiguous reference, then transposed, broadcast, resized result
+ * and in-place runs must match it exactly; returns false on mismatch. */
+static bool ew_layouts(int op, int dt, tc_tensor **ref_out)
+{
+    const tc_opinfo *info = tc_op_info((tc_op)op);
+    int nin = info->nin;
+    tc_params p = {.s = {0.5, 0.8}};
+    if (op == TC_OP_CLAMP) p.s[0] = 0.3, p.s[1] = 0.7;
+    if (!tc_dtype_is_float((tc_dtype)dt) && op == TC_OP_CLAMP) p.s[0] = 2, p.s[1] = 4;
+    tc_tensor *ins[3] = {0}, *tr[3] = {0}, *bc[3] = {0}, *tmp = NULL;
+    bool ok = true;
+    for (int a = 0; a < nin; a++) {
+        ins[a] = filled(dt, 2, SZ(3, 4), a);
+        /* the same logical values, stored transposed */
+        tc_tensor *base = NULL;
+        tc_params tp = {.i = {0, 1}};
+        tmp = NULL;
+        tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&ins[a], 1, &tp, &tmp, 1);
+        tc_tensor *contig_t = NULL;
+        tc_params cp = {.i = {-1}};
+        tc_op_run(TC_OP_COPY, (const tc_tensor *const *)&tmp, 1, &cp, &contig_t, 1); /* (4,3) contiguous */
+        tc_tensor_release(tmp);
+        tmp = NULL;
+        tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&contig_t, 1, &tp, &base, 1);
+        tc_tensor_release(contig_t);
+        tr[a] = base; /* (3,4) with strides (1,3) */
+    }
+    tc_tensor *ref = run_ew(op, dt, ins, nin, &p);
+    tc_tensor *strided = run_ew(op, dt, tr, nin, &p);
+    if (!ref || !same_values(strided, ref, 0)) ok = false, printf("  %s %s: strided differs\n", info->name, tc_dtype_name((tc_dtype)dt));
+    if (nin >= 2) { /* last input as a broadcast row (4) */
+        for (int a = 0; a < nin; a++) {
+            bc[a] = ins[a];
+            tc_tensor_retain(bc[a]);
+        }
+        tc_tensor_release(bc[nin - 1]);
+        bc[nin - 1] = filled(dt, 1, SZ(4), nin - 1);
+        tc_tensor *row_full = NULL;
+        tc_params ep = {.nshape = 2, .shape = {3, 4}};
+        tc_op_run(TC_OP_EXPAND, (const tc_tensor *const *)&bc[nin - 1], 1, &ep, &tmp, 1);
+        tc_params cp = {.i = {-1}};
+        tc_op_run(TC_OP_COPY, (const tc_tensor *const *)&tmp, 1, &cp, &row_full, 1);
+        tc_tensor_release(tmp);
+        tc_tensor *full_ins[3] = {ins[0], ins[1], ins[2]};
+        full_ins[nin - 1] = row_full;
+        tc_tensor *r1 = run_ew(op, dt, bc, nin, &p), *r2 = run_ew(op, dt, full_ins, nin, &p);
+        if (!r1 || !same_values(r1, r2, 0)) ok = false, printf("  %s %s: broadcast differs\n", info->name, tc_dtype_name((tc_dtype)dt));
+        tc_tensor_release(r1);
+        tc_tensor_release(r2);
+        tc_tensor_release(row_full);
+        release_all(bc, nin);
+    }
+    if (nin >= 1 && ref) { /* a given result of the wrong size is resized; in place */
+        tc_tensor *res = NULL;
+        tc_tensor_new((tc_dtype)ref->dtype, 1, SZ(5), &res);
+        if (tc_op_run((tc_op)op, (const tc_tensor *const *)ins, nin, &p, &res, 1) || !same_values(res, ref, 0))
+            ok = false, printf("  %s %s: result argument differs\n", info->name, tc_dtype_name((tc_dtype)dt));
+        tc_tensor_release(res);
+        if (!(info->flags & TC_OPF_CMP)) {
+            tc_tensor *inplace = ins[0];
+            if (tc_op_run((tc_op)op, (const tc_tensor *const *)ins, nin, &p, &inplace, 1) ||
+                !same_values(ins[0], ref, 0))
+                ok = false, printf("  %s %s: in-place differs\n", info->name, tc_dtype_name((tc_dtype)dt));
+        }
+    }
+    tc_tensor_release(strided);
+    release_all(ins, nin);
+    release_all(tr, nin);
+    *ref_out = ref;
+    return ok && ref;
+}
+
+TEST(conformance_elementwise_layouts_and_dtypes)
+{
+    static const int dtypes[] = {TC_F32, TC_F64, TC_U8, TC_I8, TC_I16, TC_I32, TC_I64, TC_BOOL};
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        if (info->kind != TC_KIND_EW) continue;
+        tc_tensor *f32 = NULL, *f64 = NULL;
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            if (!dtype_allowed(info, dtypes[d])) continue;
+            tc_tensor *ref = NULL;
+            CHECK(ew_layouts(op, dtypes[d], &ref));
+            if (dtypes[d] == TC_F32) f32 = ref;
+            else if (dtypes[d] == TC_F64) f64 = ref;
+            else tc_tensor_release(ref);
+        }
+        if (f32 && f64 && !same_values(f32, f64, 1e-5)) {
+            printf("  %s: float32 and float64 results differ\n", info->name);
+            CHECK(!"f32 matches f64");
+        }
+        /* half types compute in f32 and round at the edges */
+        if ((info->flags & TC_OPF_FLT) && f32) {
+            for (int h = TC_F16; h <= TC_BF16; h++) {
+                tc_tensor *ins[3] = {0}, *out = NULL;
+                tc_params p = {.s = {0.5, 0.8}};
+                if (op == TC_OP_CLAMP) p.s[0] = 0.3, p.s[1] = 0.7;
+                for (int a = 0; a < info->nin; a++) ins[a] = filled(h, 2, SZ(3, 4), a);
+                out = run_ew(op, h, ins, info->nin, &p);
+                if (!out || !same_values(out, f32, h == TC_F16 ? 4e-3 : 3e-2)) {
+                    printf("  %s: %s result differs from float32\n", info->name, tc_dtype_name((tc_dtype)h));
+                    CHECK(!"half matches f32");
+                }
+                tc_tensor_release(out);
+                release_all(ins, info->nin);
+            }
+        }
+        tc_tensor_release(f32);
+        tc_tensor_release(f64);
+    }
+}
+
+/* ---- bad input for every op ----------------------------------------------------------------- */
+
+TEST(conformance_bad_input_every_op)
+{
+    tc_tensor *f = filled(TC_F32, 2, SZ(2, 2), 0), *i32 = filled(TC_I32, 2, SZ(2, 2), 0);
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        char name[80];
+        snprintf(name, sizeof name, "%s:", info->name);
+        const tc_tensor *ins[9] = {f, f, f, f, f, f, f, f, f};
+        tc_tensor *out[2] = {0};
+        if (info->nin >= 0) /* one input too many */
+            CHECK_ERR(tc_op_run((tc_op)op, ins, info->nin + 1, NULL, out, info->nout), TC_ERR_ARG, name);
+        CHECK_ERR(tc_op_run((tc_op)op, ins, info->nin < 0 ? 2 : info->nin, NULL, out, info->nout + 1), TC_ERR_ARG,
+                  name);
+        CHECK(out[0] == NULL && out[1] == NULL); /* a failed call returns nothing */
+        /* a dtype the op refuses (for ops whose first input decides) */
+        if (info->nin >= 1 && info->kind != TC_KIND_SELECT && info->kind != TC_KIND_RANDOM) {
+            const tc_tensor *wrong = !(info->flags & TC_OPF_FLT) ? f : !(info->flags & TC_OPF_INT) ? i32 : NULL;
+            if (wrong) {
+                const tc_tensor *wins[4] = {wrong, wrong, wrong, wrong};
+                CHECK_ERR(tc_op_run((tc_op)op, wins, info->nin, NULL, out, info->nout), TC_ERR_DTYPE, name);
+            }
+        }
+    }
+    CHECK_ERR(tc_op_run((tc_op)TC_OP_COUNT, NULL, 0, NULL, (tc_tensor *[2]){0}, 1), TC_ERR_ARG, "unknown op");
+    tc_tensor_release(f);
+    tc_tensor_release(i32);
+}
