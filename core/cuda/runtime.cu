@@ -1,0 +1,188 @@
+/* runtime.cu -- libtocha_cuda.so's entry point and the runtime half of its table:
+ * devices, memory, copies, synchronisation, and the thread-local error message.
+ *
+ * The CUDA runtime is linked statically (Makefile: -cudart static), so this library needs
+ * no libcudart.so at load time; the runtime itself dlopens the driver (libcuda.so.1) on
+ * the first call. A machine without a driver can therefore load this library and get a
+ * clear "no CUDA driver" from device_count() instead of a dlopen failure.
+ */
+#include "cuda_internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- errors -------------------------------------------------------------------------- */
+
+static thread_local char g_err[512];
+
+tc_status cu_fail(tc_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static const char *last_error(void) { return g_err; }
+
+tc_status cu_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return TC_OK;
+    /* Reset the runtime's last-error slot so a later check does not report this failure
+     * again (sticky errors, which poison the context, stay regardless). */
+    (void)cudaGetLastError();
+    tc_status code = e == cudaErrorMemoryAllocation ? TC_ERR_MEMORY
+                     : e == cudaErrorInvalidValue   ? TC_ERR_ARG
+                                                    : TC_ERR_DEVICE;
+    return cu_fail(code, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+tc_status cu_use_device(int dev)
+{
+    char what[64];
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess) return TC_OK;
+    snprintf(what, sizeof what, "cuda: select device %d", dev);
+    return cu_check(e, what);
+}
+
+/* ---- devices ------------------------------------------------------------------------- */
+
+static void versions(int *runtime, int *driver)
+{
+    int r = 0, d = 0;
+    if (cudaRuntimeGetVersion(&r) != cudaSuccess) r = 0;
+    /* cudaDriverGetVersion reports 0 (with success) when libcuda.so.1 cannot be loaded. */
+    if (cudaDriverGetVersion(&d) != cudaSuccess) d = 0;
+    (void)cudaGetLastError();
+    if (runtime) *runtime = r;
+    if (driver) *driver = d;
+}
+
+/* Zero devices is an answer, not an error; a missing or too old driver is an error whose
+ * message says which (the loader passes it on as the reason CUDA is unavailable). */
+static tc_status device_count(int *count)
+{
+    int n = 0;
+    if (!count) return cu_fail(TC_ERR_ARG, "cuda: device_count: NULL result");
+    *count = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess) {
+        *count = n;
+        return TC_OK;
+    }
+    (void)cudaGetLastError();
+    if (e == cudaErrorNoDevice) return TC_OK;
+    int rt = 0, drv = 0;
+    versions(&rt, &drv);
+    if (e == cudaErrorInsufficientDriver && drv == 0)
+        return cu_fail(TC_ERR_DEVICE, "no CUDA driver (libcuda.so.1 not found): %s", cudaGetErrorString(e));
+    if (e == cudaErrorInsufficientDriver)
+        return cu_fail(TC_ERR_DEVICE, "CUDA driver too old: it supports CUDA %d.%d, libtocha_cuda.so needs %d.%d",
+                       drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    if (e == cudaErrorStubLibrary)
+        return cu_fail(TC_ERR_DEVICE, "no CUDA driver (only the toolkit's stub libcuda.so was found): %s",
+                       cudaGetErrorString(e));
+    return cu_check(e, "cuda: cannot count devices");
+}
+
+static tc_status device_name(int dev, char *name, size_t cap)
+{
+    if (!name || cap == 0) return cu_fail(TC_ERR_ARG, "cuda: device_name: no buffer");
+    name[0] = '\0';
+    cudaDeviceProp prop;
+    tc_status s = cu_check(cudaGetDeviceProperties(&prop, dev), "cuda: device properties");
+    if (s) return s;
+    snprintf(name, cap, "%s", prop.name);
+    return TC_OK;
+}
+
+/* ---- memory and copies --------------------------------------------------------------- */
+
+static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
+{
+    if (!ptr) return cu_fail(TC_ERR_ARG, "cuda: alloc: NULL result");
+    *ptr = NULL;
+    if (nbytes == 0) return TC_OK;
+    tc_status s = cu_use_device(dev);
+    if (s) return s;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, nbytes);
+    if (e != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "cuda: alloc of %zu bytes on device %d", nbytes, dev);
+        return cu_check(e, what);
+    }
+    *ptr = p;
+    return TC_OK;
+}
+
+static tc_status mem_release(int dev, void *ptr)
+{
+    if (!ptr) return TC_OK;
+    tc_status s = cu_use_device(dev);
+    if (s) return s;
+    return cu_check(cudaFree(ptr), "cuda: free");
+}
+
+static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
+{
+    if (nbytes == 0) return TC_OK;
+    if (!ptr) return cu_fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
+    tc_status s = cu_use_device(dev);
+    if (s) return s;
+    return cu_check(cudaMemset(ptr, value, nbytes), "cuda: memset");
+}
+
+static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, cudaMemcpyKind kind, const char *what)
+{
+    if (nbytes == 0) return TC_OK;
+    if (!dst || !src) return cu_fail(TC_ERR_ARG, "%s: NULL pointer", what);
+    tc_status s = cu_use_device(dev);
+    if (s) return s;
+    return cu_check(cudaMemcpy(dst, src, nbytes, kind), what);
+}
+
+static tc_status copy_h2d(int dev, void *dst, const void *src, size_t nbytes)
+{
+    return copy(dev, dst, src, nbytes, cudaMemcpyHostToDevice, "cuda: copy host to device");
+}
+
+static tc_status copy_d2h(int dev, void *dst, const void *src, size_t nbytes)
+{
+    return copy(dev, dst, src, nbytes, cudaMemcpyDeviceToHost, "cuda: copy device to host");
+}
+
+static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)
+{
+    return copy(dev, dst, src, nbytes, cudaMemcpyDeviceToDevice, "cuda: copy device to device");
+}
+
+static tc_status synchronize(int dev)
+{
+    tc_status s = cu_use_device(dev);
+    if (s) return s;
+    return cu_check(cudaDeviceSynchronize(), "cuda: synchronize");
+}
+
+/* ---- the entry table ----------------------------------------------------------------- */
+
+static const tc_cuda_api g_api = {
+    TC_CUDA_API_VERSION,
+    (uint32_t)sizeof(tc_cuda_api),
+    last_error,
+    versions,
+    device_count,
+    device_name,
+    mem_alloc,
+    mem_release,
+    set_bytes,
+    copy_h2d,
+    copy_d2h,
+    copy_d2d,
+    synchronize,
+    cu_ew,
+};
+
+extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }
