@@ -110,6 +110,10 @@ tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_sort(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_join(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_random(const tc_kcall *k, tc_outspec *spec);
+/* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
+ * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
+bool tc_elem_nonzero(int dt, const void *p);
+int64_t tc_count_nonzero(const tc_tensor *t, int ndim, const int64_t *sizes);
 /* Views: returns a new tensor viewing in[0]. */
 tc_status tc_view_run(const tc_kcall *k, tc_tensor **out);
 

@@ -55,21 +55,27 @@ static void account(int64_t nbytes)
 /* Data is 64-byte aligned so SIMD loops and BLAS see aligned rows. */
 #define TC_ALIGN 64
 
+/* Small storages keep their bytes in the same block as the struct, 16-byte aligned right
+ * after it: one malloc instead of two on the tiny-op path. */
+#define TC_INLINE_MAX 256
+static char *inline_data(tc_storage *s) { return (char *)s + ((sizeof *s + 15) & ~(size_t)15); }
+
 tc_status tc_storage_alloc(int64_t nbytes, tc_storage **out)
 {
     if (nbytes < 0) return tc_set_error(TC_ERR_ARG, "storage: negative size %lld", (long long)nbytes);
-    tc_storage *s = tc_malloc(sizeof *s, "storage");
-    if (!s) return TC_ERR_MEMORY;
+    bool small = nbytes <= TC_INLINE_MAX;
+    size_t head = (sizeof(tc_storage) + 15) & ~(size_t)15;
+    tc_storage *s = injected_failure() ? NULL : malloc(small ? head + (size_t)(nbytes ? nbytes : 1) : sizeof *s);
     void *data = NULL;
-    size_t rounded = ((size_t)nbytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN;
-    /* small storages: plain malloc (16-byte aligned) is several times faster */
-    if (injected_failure()) data = NULL;
-    else if (nbytes <= 256) data = malloc(rounded ? rounded : 16);
-    else if (posix_memalign(&data, TC_ALIGN, rounded ? rounded : TC_ALIGN) != 0) data = NULL;
+    if (s && small) {
+        data = inline_data(s);
+    } else if (s) {
+        size_t rounded = ((size_t)nbytes + TC_ALIGN - 1) / TC_ALIGN * TC_ALIGN;
+        if (posix_memalign(&data, TC_ALIGN, rounded ? rounded : TC_ALIGN) != 0) data = NULL;
+    }
     if (!data) {
         free(s);
-        return tc_set_error(TC_ERR_MEMORY, "storage: out of memory allocating %lld bytes",
-                            (long long)nbytes);
+        return tc_set_error(TC_ERR_MEMORY, "storage: out of memory allocating %lld bytes", (long long)nbytes);
     }
     *s = (tc_storage){.data = data, .nbytes = nbytes, .refcount = 1, .device = TC_CPU};
     account(nbytes);
@@ -96,7 +102,7 @@ void tc_storage_release(tc_storage *s)
     if (s->deleter) {
         s->deleter(s->data, s->deleter_ctx);
     } else if (s->data) {
-        free(s->data);
+        if (s->data != inline_data(s)) free(s->data);
         account(-s->nbytes);
     }
     __atomic_sub_fetch(&storages_live, 1, __ATOMIC_RELAXED);
@@ -185,7 +191,7 @@ tc_status tc_tensor_alloc(tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor
         return s;
     }
     t->ndim = ndim;
-    memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
     tc_contiguous_strides(ndim, sizes, t->stride);
     *out = t;
     return TC_OK;
@@ -244,8 +250,8 @@ tc_status tc_tensor_new_view(tc_storage *s, tc_dtype dt, int64_t offset, int ndi
     t->storage = s;
     t->offset = offset;
     t->ndim = ndim;
-    memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim);
-    memcpy(t->stride, strides, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
+    if (ndim > 0) memcpy(t->stride, strides, sizeof(int64_t) * (size_t)ndim);
     *out = t;
     return TC_OK;
 }
@@ -340,7 +346,7 @@ tc_status tc_tensor_resize(tc_tensor *t, int ndim, const int64_t *sizes)
         t->offset = 0;
     }
     t->ndim = ndim;
-    memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
     tc_contiguous_strides(ndim, sizes, t->stride);
     return TC_OK;
 }
@@ -379,8 +385,8 @@ tc_status tc_tensor_set_storage(tc_tensor *t, tc_storage *s, int64_t offset, int
     t->storage = s;
     t->offset = offset;
     t->ndim = ndim;
-    memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim);
-    memcpy(t->stride, strides, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
+    if (ndim > 0) memcpy(t->stride, strides, sizeof(int64_t) * (size_t)ndim);
     return TC_OK;
 }
 

@@ -16,6 +16,17 @@
 local ffi = require 'ffi'
 local bit = require 'bit'
 
+-- One torch per Lua state: ffi.metatype cannot be redone, so a second require (after
+-- package.loaded was cleared, as busted does between spec files) returns the first torch
+-- rather than a new one whose method tables the tensor metatype would never see.
+do
+   local first = debug.getregistry().tocha_torch
+   if first ~= nil then
+      _G.torch = first
+      return first
+   end
+end
+
 local torch = {}
 _G.torch = torch
 
@@ -207,6 +218,7 @@ function torch._release_all()
       reg_handles[i + 1] = nil
    end
    nreg = 0
+   if torch._release_scalars then torch._release_scalars() end
 end
 
 -- Test hook: how many pointers the registry holds, and a forced sweep.
@@ -259,6 +271,14 @@ do
    end
 end
 
+-- Shutdown (torch._release_all): the scalar operands go too; torch is unusable after.
+function torch._release_scalars()
+   for dt, t in pairs(scalar_t) do
+      C.tc_tensor_release(t)
+      scalar_t[dt] = nil
+   end
+end
+
 -- The tc_tensor* of a scalar of dtype dt holding v. Valid until the next call for dt.
 local function scalar(dt, v)
    scalar_set[dt](v)
@@ -302,13 +322,19 @@ torch._clear_params = clear_params
 ---------------------------------------------------------------------------------------------
 
 local index_get, index_set -- set by index.lua
+local typed_new = {} -- dtype -> constructor (tensor.lua): `x.new()` must know x's dtype
+torch._typed_new = typed_new
 
 local tensor_mt = {
    __index = function(t, k)
-      local m = methods[k]
-      if m ~= nil then return m end
-      if index_get ~= nil and type(k) ~= 'string' then return index_get(t, k) end
-      return nil
+      -- non-string keys go straight to t[...]: a table key must not be hashed into
+      -- methods, or LuaJIT cannot sink the user's {i, j} in t[{i, j}]
+      if type(k) ~= 'string' then
+         if index_get ~= nil then return index_get(t, k) end
+         return nil
+      end
+      if k == 'new' then return typed_new[t.p.dtype] end
+      return methods[k]
    end,
    __newindex = function(t, k, v)
       if index_set ~= nil and type(k) ~= 'string' then return index_set(t, k, v) end
@@ -371,7 +397,7 @@ if cls.set_cdata_typename then
    end)
 end
 
-for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils'}) do
+for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda'}) do
    load_part(part)
 end
 for _, part in ipairs({'Timer', 'CmdLine', 'Tester'}) do
@@ -381,4 +407,5 @@ end
 
 torch.setdefaulttensortype('torch.DoubleTensor')
 
+debug.getregistry().tocha_torch = torch
 return torch
