@@ -39,13 +39,14 @@ LIB       := $(BUILD)/libtocha.so
 EMBEDLIB  := $(BUILD)/libtocha_embed.so
 CDEF      := $(BUILD)/tocha_cdef.h
 EXE       := $(BUILD)/tocha
+EMBEDHOST := $(BUILD)/embed_host
 CTESTS    := $(BUILD)/tests/ctest
 CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 
 .PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
-all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(CUDALIB)
+all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
-$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h
+$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h core/philox.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -69,13 +70,21 @@ $(EXE): $(BUILD)/bindings/main.o $(BUILD)/bindings/repl.o $(EMBEDLIB) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(BUILD)/bindings/main.o $(BUILD)/bindings/repl.o -L$(BUILD) -ltocha_embed -ltocha \
 	    $(LUAJIT_LIBS) -ledit -Wl,-rpath,'$$ORIGIN' -Wl,-E $(LDLIBS)
 
+# The example host program (examples/embed_host.c): links only the embedding API.
+$(EMBEDHOST): examples/embed_host.c bindings/tocha_embed.h core/tocha.h $(EMBEDLIB) $(LIB)
+	$(CC) $(CPPFLAGS) -Ibindings $(CFLAGS) -o $@ $< -L$(BUILD) -ltocha_embed -ltocha -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
 # ---- CUDA backend (its own shared object, dlopen'ed at run time) ----------------------
 $(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# The CUDA runtime is linked statically: the .so then loads without libcudart.so on the
+# library path, and a machine without a driver gets "no CUDA driver", not a dlopen failure.
 $(BUILD)/libtocha_cuda.so: $(CUDA_OBJ)
-	$(NVCC) $(NVCCFLAGS) -shared -o $@ $^ -lcudart
+	$(NVCC) $(NVCCFLAGS) -shared -o $@ $^ -cudart static
+
+$(BUILD)/core/cuda_loader.o: core/cuda/cuda_api.h
 
 cuda: $(CUDALIB)
 
@@ -83,6 +92,9 @@ cuda: $(CUDALIB)
 $(CTESTS): $(CTEST_SRC) tests/c/ctest.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+# test_cuda.c checks the backend `make` built here (or, without nvcc, that none is found).
+$(CTESTS): private CPPFLAGS += -DTC_TEST_CUDA_BUILT=$(if $(CUDALIB),1,0)
+$(CTESTS): $(CUDALIB) core/cuda/cuda_api.h
 
 deps:
 	@sh .ci/deps.sh

@@ -219,6 +219,8 @@ tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_para
 
 /* ---- random number generators ------------------------------------------------------- */
 
+/* Philox4x32-10 (core/philox.h). Where a generator is taken, NULL means the default one,
+ * which a mutex guards; a generator from tc_generator_new is not thread-safe (one per thread). */
 tc_status tc_generator_new(uint64_t seed, tc_generator **out);
 void tc_generator_free(tc_generator *g);
 /* The process default generator (seeded from the clock at start; reseed for repeatability). */
@@ -248,6 +250,13 @@ void tc_memory_stats(tc_memstats *out);
 void tc_debug_fail_alloc_after(int64_t n);
 
 const char *tc_version(void);
+
+/* CUDA: the optional backend libtocha_cuda.so, loaded on first use from $TOCHA_CUDA_LIB or
+ * next to libtocha.so. 1 when it loads and sees a device; otherwise 0 with the reason in
+ * why (cap bytes; why may be NULL). Never an error or a crash on a machine without CUDA. */
+int tc_cuda_available(char *why, size_t cap);
+/* Number of CUDA devices; 0 when CUDA is unavailable. */
+int tc_cuda_device_count(void);
 
 #ifndef TC_CDEF
 #ifdef __cplusplus
