@@ -1,9 +1,0 @@
-/* pending_matmul.c -- TEMPORARY placeholder while the matmul family is written: every
- * op reports TC_ERR_UNSUPPORTED. Delete this file when core/cpu/matmul.c lands. */
-#include "internal.h"
-tc_status tc_prepare_matmul(const tc_kcall *k, tc_outspec *spec)
-{
-    (void)spec;
-    return tc_set_error(TC_ERR_UNSUPPORTED, "%s: not implemented yet", k->info->name);
-}
-tc_status tc_cpu_matmul(const tc_kcall *k) { return tc_set_error(TC_ERR_UNSUPPORTED, "%s: not implemented yet", k->info->name); }
