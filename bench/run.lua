@@ -10,9 +10,22 @@ local threads = os.getenv('BENCH_THREADS') or '2'
 local env = string.format('BENCH_THREADS=%s TOCHA_HOME=%s TOCHA_BUILD=%s/%s LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;"',
    threads, root, root, build, root, root)
 local tocha_cmd = string.format('%s %s/%s/tocha %s/bench/tocha/', env, root, build, root)
-local py_cmd = string.format('BENCH_THREADS=%s PYTHONPATH=%s/bench/pytorch /usr/bin/python3 %s/bench/pytorch/',
-   threads, root, root)
-local peak_cmd = string.format('OPENBLAS_NUM_THREADS=%s %s/%s/bench/sgemm_peak', threads, root, build)
+
+-- OpenBLAS 0.3.21 misdetects recent Xeons and uses its slowest kernels; the tocha
+-- executable corrects that by setting OPENBLAS_CORETYPE (bindings/main.c). Every peer gets
+-- the same setting, so PyTorch and the OpenBLAS peak run on the same kernels.
+local function shell1(cmd)
+   local p = io.popen(cmd .. ' 2>/dev/null')
+   local s = p:read('*a') or ''
+   p:close()
+   return (s:gsub('%s+$', ''))
+end
+local coretype = shell1(string.format('%s %s/%s/tocha -e "io.write(os.getenv(\'OPENBLAS_CORETYPE\') or \'\')"',
+   env, root, build))
+local blas_env = coretype ~= '' and ('OPENBLAS_CORETYPE=' .. coretype .. ' ') or ''
+local py_cmd = string.format('%sBENCH_THREADS=%s PYTHONPATH=%s/bench/pytorch /usr/bin/python3 %s/bench/pytorch/',
+   blas_env, threads, root, root)
+local peak_cmd = string.format('%sOPENBLAS_NUM_THREADS=%s %s/%s/bench/sgemm_peak', blas_env, threads, root, build)
 
 -- lower: true when smaller is better (times); the ratio is always tocha / peer.
 local workloads = {
@@ -23,7 +36,7 @@ local workloads = {
    {name = '8-op elementwise chain, 16M floats', unit = 'GB/s', lower = false,
     a = 'ewchain.lua', b = 'ewchain.py', target = 'ratio >= 1 (eager)'},
    {name = 'sgemm 2048x2048 vs PyTorch', unit = 'GFLOP/s', lower = false,
-    a = 'gemm.lua 2048', b = 'gemm.py 2048', target = '-'},
+    a = 'gemm.lua 2048', b = 'gemm.py 2048', benv = 'BENCH_BLAS_THREADS=' .. threads .. ' ', target = '-'},
    {name = 'sgemm 2048x2048 vs OpenBLAS itself', unit = 'GFLOP/s', lower = false,
     a = 'gemm.lua 2048', peak = true, target = 'ratio >= 0.95'},
 }
@@ -55,7 +68,7 @@ end
 local rows = {}
 for _, w in ipairs(workloads) do
    local acmd = tocha_cmd .. w.a
-   local bcmd = w.peak and peak_cmd .. ' 2048' or py_cmd .. w.b
+   local bcmd = w.peak and peak_cmd .. ' 2048' or (w.benv or '') .. py_cmd .. w.b
    io.write(string.format('%-40s ', w.name))
    io.flush()
    run_one(acmd) -- warm-up pair (page cache, CPU frequency)
@@ -83,7 +96,8 @@ local lines = {
    '',
    '- date: ' .. os.date('!%Y-%m-%d %H:%M UTC'),
    '- CPU: ' .. cpu .. ' (' .. shell('nproc') .. ' cores)',
-   '- threads: ' .. threads .. ' for tocha (its pool and OpenBLAS) and for PyTorch (torch.set_num_threads, OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build)',
+   '- OpenBLAS kernels: ' .. (coretype ~= '' and coretype .. ' (OPENBLAS_CORETYPE, set by tocha and given to every peer: OpenBLAS 0.3.21 misdetects this CPU)' or 'as OpenBLAS detected them'),
+   '- threads: ' .. threads .. ' for tocha (its pool and OpenBLAS) and for PyTorch (torch.set_num_threads; OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build, except ' .. threads .. ' for the gemm row, its best setting there)',
    '- tocha: LuaJIT ' .. shell('luajit -v | cut -d" " -f2') .. ', OpenBLAS ' ..
       shell("dpkg-query -W -f='${Version}' libopenblas0-pthread"),
    '- peer: PyTorch ' .. shell('/usr/bin/python3 -c "import torch; print(torch.__version__)"') ..

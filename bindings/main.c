@@ -14,7 +14,12 @@
 
 #include <luajit.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+const char *openblas_get_corename(void);
 
 int tocha_repl_install(struct lua_State *L); /* bindings/repl.c */
 
@@ -49,8 +54,36 @@ static const char *option_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+/* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its
+ * slowest kernels ("Prescott": sgemm 4-6x slower here). It picks its kernels when it loads,
+ * from OPENBLAS_CORETYPE, so when it chose a fallback on a CPU that has AVX-512 or AVX2
+ * (as the OS reports through __builtin_cpu_supports), we run ourselves again with the
+ * right core type. If the exec fails we simply go on with the slow kernels. Set
+ * OPENBLAS_CORETYPE yourself to choose; embedding hosts should do the same. */
+static void fix_openblas_coretype(char **argv)
+{
+    static const char *fallbacks[] = {"prescott", "core2", "nehalem", "katmai", "coppermine", "northwood", "unknown"};
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    const char *core = openblas_get_corename();
+    int fallback = core == NULL;
+    for (size_t k = 0; core && k < sizeof fallbacks / sizeof fallbacks[0]; k++)
+        if (strcasecmp(core, fallbacks[k]) == 0) fallback = 1;
+    if (!fallback) return;
+    __builtin_cpu_init();
+    const char *want = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = "Haswell";
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv)
 {
+    fix_openblas_coretype(argv);
     int interactive = 0, has_e = 0, show_version = 0, script = 0;
     int i;
     /* pass 1: check the options and find the script (the first non-option) */

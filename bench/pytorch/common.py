@@ -2,7 +2,8 @@
 OpenBLAS is held to one thread and torch to the benchmark's thread count
 (shared/BENCHMARKS.md), so every PyTorch script imports this first."""
 import os
-os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
+# a workload dominated by one BLAS call (gemm) is best with BLAS threads: BENCH_BLAS_THREADS
+os.environ.setdefault('OPENBLAS_NUM_THREADS', os.environ.get('BENCH_BLAS_THREADS', '1'))
 import time  # noqa: E402
 import torch  # noqa: E402
 
