@@ -1,4 +1,6 @@
 # tocha -- one Makefile, no configure step.
+# Floating point: -fno-math-errno -fno-trapping-math let loops with sqrt and the
+# branch-free exp/tanh (core/scalar_math.h) vectorise; tocha never reads errno or FP flags.
 #
 #   make            libtocha, the ffi cdef, the `tocha` executable (+ CUDA backend if nvcc)
 #   make test       installs missing Debian packages, builds, runs C tests + busted specs;
@@ -14,7 +16,7 @@ BUILD    ?= build
 OPT      ?= -O3
 SAN      ?=
 CFLAGS   += -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-            -D_GNU_SOURCE -pthread $(SAN)
+            -fno-math-errno -fno-trapping-math -D_GNU_SOURCE -pthread $(SAN)
 BLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread /usr/include/openblas))
 CPPFLAGS += -Icore $(if $(BLAS_INC),-I$(BLAS_INC)) -DTC_HAVE_OPENBLAS
 LDLIBS   += -lopenblas -lm -lpthread -ldl
@@ -46,7 +48,7 @@ CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 .PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
-$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h core/philox.h
+$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h core/philox.h Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -50,4 +50,65 @@ TC_HOSTDEV int64_t tc_ipow(int64_t a, int64_t b)
 TC_HOSTDEV int64_t tc_ishl(int64_t a, int64_t n) { return (n < 0 || n > 63) ? 0 : (int64_t)((uint64_t)a << n); }
 TC_HOSTDEV int64_t tc_ishr(int64_t a, int64_t n) { return (n < 0 || n > 63) ? (a < 0 ? -1 : 0) : (a >> n); }
 
+/* ---- vectorisable float32 exp and tanh (CPU) ------------------------------------------
+ * libm's expf/tanhf are calls the compiler cannot vectorise; these are branch-free
+ * (selects only), so an elementwise loop over floats compiles to SIMD code. Cephes'
+ * polynomials: exp within 1 ulp on the float range, tanh within 2 ulp. NaN propagates.
+ * Only the CPU float kernels use them (core/cpu/ew.c); double keeps libm. */
+#ifndef __CUDACC__
+static inline float tc_bits_to_float(int32_t i)
+{
+    float f;
+    __builtin_memcpy(&f, &i, 4);
+    return f;
+}
+
+static inline int32_t tc_float_to_bits(float f)
+{
+    int32_t i;
+    __builtin_memcpy(&i, &f, 4);
+    return i;
+}
+
+static inline float tc_expf(float x)
+{
+    const float hi = 88.7228394f, lo = -87.3365479f; /* expf overflows / goes subnormal */
+    float xc = x > hi ? hi : (x < lo ? lo : x);
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick: no call, no branch */
+    const float magic = 12582912.0f;
+    float t = xc * 1.44269504088896341f + magic;
+    int32_t n = tc_float_to_bits(t) - tc_float_to_bits(magic);
+    float fn = t - magic;
+    float r = xc - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    /* 2^n in two halves: n reaches 128 near the top of the range and -126 at the bottom,
+     * where a single exponent field would overflow or flush to zero */
+    int32_t n1 = n >> 1, n2 = n - n1;
+    float y = p * tc_bits_to_float((n1 + 127) << 23) * tc_bits_to_float((n2 + 127) << 23);
+    y = x > hi ? __builtin_inff() : y;
+    y = x < lo ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+static inline float tc_tanhf(float x)
+{
+    float ax = x < 0 ? -x : x;
+    /* small |x|: odd polynomial (no cancellation); otherwise 1 - 2 / (exp(2|x|) + 1) */
+    float z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float e = tc_expf(2.0f * (ax > 20.0f ? 20.0f : ax)); /* tanh(20) rounds to 1 */
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    big = x < 0 ? -big : big;
+    float y = ax < 0.625f ? small : big;
+    return x != x ? x : y;
+}
+#endif
+
 #endif

@@ -12,6 +12,7 @@
 /* ---- accounting and fault injection ---------------------------------------------------- */
 
 static int64_t bytes_live, bytes_peak, storages_live, tensors_live;
+static int64_t bytes_allocated_total; /* monotonic: what the Lua binding paces its GC by */
 static int64_t fail_alloc_countdown; /* > 0: counts down; the allocation reaching 0 fails */
 
 void tc_memory_stats(tc_memstats *out)
@@ -41,8 +42,11 @@ void *tc_malloc(size_t nbytes, const char *what)
     return p;
 }
 
+int64_t tc_memory_allocated_total(void) { return __atomic_load_n(&bytes_allocated_total, __ATOMIC_RELAXED); }
+
 static void account(int64_t nbytes)
 {
+    if (nbytes > 0) __atomic_add_fetch(&bytes_allocated_total, nbytes, __ATOMIC_RELAXED);
     int64_t now = __atomic_add_fetch(&bytes_live, nbytes, __ATOMIC_RELAXED);
     int64_t peak = __atomic_load_n(&bytes_peak, __ATOMIC_RELAXED);
     while (now > peak &&

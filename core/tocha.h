@@ -246,6 +246,8 @@ typedef struct tc_memstats {
     int64_t tensors_live;
 } tc_memstats;
 void tc_memory_stats(tc_memstats *out);
+/* Bytes of storage allocated since the process started (only grows). */
+int64_t tc_memory_allocated_total(void);
 /* Test hook: the n-th storage allocation from now fails (n <= 0 disables). */
 void tc_debug_fail_alloc_after(int64_t n);
 

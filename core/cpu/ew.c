@@ -10,6 +10,16 @@
 #include "../scalar_math.h"
 #include <tgmath.h>
 
+/* For float32, exp and tanh in the formulas use the branch-free versions in
+ * scalar_math.h so loops vectorise (libm's are opaque calls); double keeps libm. The
+ * formulas in ops.def are unchanged. */
+#undef exp
+#define exp(x) _Generic((x), float: tc_expf, default: tc_exp_libm)(x)
+#undef tanh
+#define tanh(x) _Generic((x), float: tc_tanhf, default: tc_tanh_libm)(x)
+static inline double tc_exp_libm(double x) { return (exp)(x); }
+static inline double tc_tanh_libm(double x) { return (tanh)(x); }
+
 #define DIFF TC_OPF_DIFF
 #define FLT TC_OPF_FLT
 #define INT TC_OPF_INT

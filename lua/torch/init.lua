@@ -150,19 +150,28 @@ end
 -- that many KB), and past a threshold a full collection runs. Without this, tiny handles
 -- make GC cycles rare while their tensors pile up in C.
 local last_live = 0
+local full_collect -- defined below
 local function pace_gc()
    C.tc_memory_stats(stats)
    local live = tonumber(stats.bytes_live) + 256 * tonumber(stats.tensors_live)
    local grown = live - last_live
    if live > gc_bytes_threshold then
-      collectgarbage('collect')
-      cycle_done = true
-      C.tc_memory_stats(stats)
+      full_collect()
       gc_bytes_threshold = math.max(256 * 1024 * 1024, 2 * tonumber(stats.bytes_live))
    elseif grown > 65536 then
       collectgarbage('step', grown / 4096)
    end
    last_live = live
+end
+
+local alloc_mark, alloc_budget = 0, 64 * 1024 * 1024
+full_collect = function()
+   collectgarbage('collect')
+   sweep()
+   cycle_done = false
+   C.tc_memory_stats(stats)
+   alloc_mark = tonumber(C.tc_memory_allocated_total())
+   alloc_budget = math.max(64 * 1024 * 1024, tonumber(stats.bytes_live))
 end
 
 -- Sweeps follow GC cycles: weak slots are cleared only when a cycle finishes, so a
@@ -192,6 +201,12 @@ local function wrap(p)
    reg[nreg] = p
    nreg = nreg + 1
    reg_handles[nreg] = h
+   -- Large allocations: once the bytes allocated since the last full collection pass a
+   -- budget (the larger of 64 MB and what was live after it), collect now, so dead big
+   -- tensors are freed before new ones pile up (peak memory stays near PyTorch's).
+   if tonumber(C.tc_memory_allocated_total()) - alloc_mark > alloc_budget then
+      full_collect()
+   end
    wraps_since_check = wraps_since_check + 1
    if wraps_since_check >= 256 then
       wraps_since_check = 0
