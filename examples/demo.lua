@@ -33,7 +33,7 @@ local w = torch.zeros(d, 1)
 local lr = 0.1
 for step = 1, 100 do
    local err = X * w - y                          -- (n, 1)
-   local loss = err:pow(2):mean()
+   local loss = torch.pow(err, 2):mean()          -- (err:pow(2) would square err in place)
    local grad = (X:t() * err):mul(2 / n)          -- (d, 1)
    w:add(-lr, grad)
    if step == 1 or step % 20 == 0 then print(string.format('step %3d  mse %.5f', step, loss)) end
