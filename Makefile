@@ -123,7 +123,8 @@ bench: deps
 lint:
 	@! grep -rnE '\b(abort|exit)\s*\(|\bassert\s*\(|longjmp' core --include='*.c' --include='*.h' --include='*.cu' \
 	    || (echo "lint: abort/exit/assert/longjmp found in core/"; false)
-	cppcheck --quiet --error-exitcode=1 --enable=warning -Icore core bindings
+	@# ops.def formulas are instantiated for bool too, where cppcheck flags a < 0 style tests
+	cppcheck --quiet --error-exitcode=1 --enable=warning --suppress=compareBoolExpressionWithInt:core/ops.def -Icore core bindings
 
 format:
 	clang-format -i core/*.c core/*.h core/cpu/*.c bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h

@@ -55,7 +55,7 @@ static void run_range(void *ctx, int64_t begin, int64_t end)
 {
     const plan *pl = ctx;
     int nd = pl->ndim, inner = nd - 1;
-    int64_t idx[TC_MAX_DIMS];
+    int64_t idx[TC_MAX_DIMS] = {0};
     int64_t rem = begin;
     for (int d = nd - 1; d >= 0; d--) {
         idx[d] = rem % pl->size[d];
