@@ -380,6 +380,31 @@ function M.to1based(ind)
    return ind
 end
 
+-- Installs x:f(args) / res:f(x, args) and torch.f([res,] x, args) for an op whose one
+-- tensor input comes first and whose next argument is not a tensor (index, gather, ...).
+-- into(res, x, a, b, level) does the work; no tail calls, so error levels stay right.
+function M.def_res_first(name, into)
+   torch._methods[name] = function(t, a, b, c)
+      local r
+      if isT(a) then
+         r = into(t, a, b, c, 2)
+      else
+         r = into(nil, t, a, b, 2)
+      end
+      return r
+   end
+   torch[name] = function(a, b, c, d)
+      local r
+      tp(a, name)
+      if isT(b) then
+         r = into(a, b, c, d, 2)
+      else
+         r = into(nil, a, b, c, 2)
+      end
+      return r
+   end
+end
+
 ---------------------------------------------------------------------------------------------
 -- The families
 ---------------------------------------------------------------------------------------------

@@ -45,26 +45,7 @@ local function index_into(res, src, d, idx, level)
    return r
 end
 
-function methods.index(t, a, b, c)
-   local r
-   if isT(a) then
-      r = index_into(t, a, b, c, 2)
-   else
-      r = index_into(nil, t, a, b, 2)
-   end
-   return r
-end
-
-function torch.index(a, b, c, d)
-   local r
-   tp(a, 'index')
-   if isT(b) then
-      r = index_into(a, b, c, d, 2)
-   else
-      r = index_into(nil, a, b, c, 2)
-   end
-   return r
-end
+M.def_res_first('index', index_into)
 
 ---------------------------------------------------------------------------------------------
 -- indexCopy indexAdd indexFill: in place on self
@@ -115,26 +96,7 @@ local function gather_into(res, src, d, idx, level)
    return r
 end
 
-function methods.gather(t, a, b, c)
-   local r
-   if isT(a) then
-      r = gather_into(t, a, b, c, 2)
-   else
-      r = gather_into(nil, t, a, b, 2)
-   end
-   return r
-end
-
-function torch.gather(a, b, c, d)
-   local r
-   tp(a, 'gather')
-   if isT(b) then
-      r = gather_into(a, b, c, d, 2)
-   else
-      r = gather_into(nil, a, b, c, 2)
-   end
-   return r
-end
+M.def_res_first('gather', gather_into)
 
 local function scatter(t, d, idx, src)
    local p = tp(t, 'scatter')

@@ -435,44 +435,51 @@ end
 local SORT, TOPK, KTH, MEDIAN, MODE = C.TC_OP_SORT, C.TC_OP_TOPK, C.TC_OP_KTHVALUE,
                                       C.TC_OP_MEDIAN, C.TC_OP_MODE
 
-local function sort_into(rv, ri, x, d, desc, level)
-   if type(d) == 'boolean' then d, desc = nil, d end
-   P.i[0] = d == nil and lastdim(x) or dim0(x, d, 'sort', level + 1)
-   P.i[1] = desc and 1 or 0
+-- The calling forms shared by sort, topk, kthvalue, median and mode: x:f(...),
+-- vals:f(inds, x, ...) and torch.f([vals, inds,] x, ...). into(rv, ri, x, a, b, c, d,
+-- level) does the work; `level` makes errors point at the user's line (no tail calls
+-- here, so the frames stay countable).
+local function def_values_indices(name, into)
+   methods[name] = function(t, a, b, c, d, e, f)
+      local v, i
+      if isT(a) then
+         v, i = into(t, a, tp(b, name) and b, c, d, e, f, 2)
+      else
+         v, i = into(nil, nil, t, a, b, c, d, 2)
+      end
+      return v, i
+   end
+   torch[name] = function(a, b, c, d, e, f, g)
+      local v, i
+      if isT(b) then
+         tp(a, name)
+         v, i = into(a, b, tp(c, name) and c, d, e, f, g, 2)
+      else
+         v, i = into(nil, nil, tp(a, name) and a, b, c, d, e, 2)
+      end
+      return v, i
+   end
+end
+
+local function run_indices(op, rv, ri, x, level)
    IN[0] = x.p
-   local v, i = run2(SORT, 1, rv, ri, level + 1)
+   local v, i = run2(op, 1, rv, ri, level + 1)
    M.to1based(i)
    return v, i
 end
 
-function methods.sort(t, a, b, c, d)
-   local v, i
-   if isT(a) then
-      v, i = sort_into(t, a, tp(b, 'sort') and b, c, d, 2)
-   else
-      v, i = sort_into(nil, nil, t, a, b, 2)
-   end
+-- sort([dim] [, descending])
+def_values_indices('sort', function(rv, ri, x, d, desc, _, _, level)
+   if type(d) == 'boolean' then d, desc = nil, d end
+   P.i[0] = d == nil and lastdim(x) or dim0(x, d, 'sort', level + 1)
+   P.i[1] = desc and 1 or 0
+   local v, i = run_indices(SORT, rv, ri, x, level + 1)
    return v, i
-end
+end)
 
-function torch.sort(a, b, c, d, e)
-   local v, i
-   if isT(b) then
-      tp(a, 'sort')
-      v, i = sort_into(a, b, tp(c, 'sort') and c, d, e, 2)
-   else
-      v, i = sort_into(nil, nil, tp(a, 'sort') and a, b, c, 2)
-   end
-   return v, i
-end
-
----------------------------------------------------------------------------------------------
 -- topk(k [, dim] [, dir] [, sort]): the k smallest (dir true: largest) along dim (default
--- last); sorted only when sort is true. x:topk(...), vals:topk(inds, x, k, ...),
--- torch.topk([vals, inds,] x, k, ...).
----------------------------------------------------------------------------------------------
-
-local function topk_into(rv, ri, x, k, d, dir, sorted, level)
+-- last); sorted only when sort is true.
+def_values_indices('topk', function(rv, ri, x, k, d, dir, sorted, level)
    local lv = level + 1
    if type(d) == 'boolean' then d, dir, sorted = nil, d, dir end
    k = M.num(k, 1, 'topk', 'k', lv)
@@ -480,99 +487,27 @@ local function topk_into(rv, ri, x, k, d, dir, sorted, level)
    P.i[1] = k
    P.i[2] = dir and 1 or 0
    P.i[3] = sorted and 1 or 0
-   IN[0] = x.p
-   local v, i = run2(TOPK, 1, rv, ri, lv)
-   M.to1based(i)
+   local v, i = run_indices(TOPK, rv, ri, x, lv)
    return v, i
-end
+end)
 
-function methods.topk(t, a, b, c, d, e, f)
-   local v, i
-   if isT(a) then
-      v, i = topk_into(t, a, tp(b, 'topk') and b, c, d, e, f, 2)
-   else
-      v, i = topk_into(nil, nil, t, a, b, c, d, 2)
-   end
-   return v, i
-end
-
-function torch.topk(a, b, c, d, e, f, g)
-   local v, i
-   if isT(b) then
-      tp(a, 'topk')
-      v, i = topk_into(a, b, tp(c, 'topk') and c, d, e, f, g, 2)
-   else
-      v, i = topk_into(nil, nil, tp(a, 'topk') and a, b, c, d, e, 2)
-   end
-   return v, i
-end
-
----------------------------------------------------------------------------------------------
--- kthvalue(k [, dim]), median([dim]), mode([dim]): along dim (default last), keeping it
--- as size 1; values and 1-based indices. Same calling forms as sort.
----------------------------------------------------------------------------------------------
-
-local function kth_into(rv, ri, x, k, d, level)
+-- kthvalue(k [, dim]), median([dim]), mode([dim]): along dim (default last), keeping it as
+-- size 1.
+def_values_indices('kthvalue', function(rv, ri, x, k, d, _, _, level)
    local lv = level + 1
    if type(k) ~= 'number' then M.argerror('kthvalue', 'expected a number k, got ' .. describe(k), lv) end
    P.i[0] = d == nil and lastdim(x) or dim0(x, d, 'kthvalue', lv)
    P.i[1] = k
    P.i[2] = 1
-   IN[0] = x.p
-   local v, i = run2(KTH, 1, rv, ri, lv)
-   M.to1based(i)
+   local v, i = run_indices(KTH, rv, ri, x, lv)
    return v, i
-end
+end)
 
-function methods.kthvalue(t, a, b, c, d)
-   local v, i
-   if isT(a) then
-      v, i = kth_into(t, a, tp(b, 'kthvalue') and b, c, d, 2)
-   else
-      v, i = kth_into(nil, nil, t, a, b, 2)
-   end
-   return v, i
-end
-
-function torch.kthvalue(a, b, c, d, e)
-   local v, i
-   if isT(b) then
-      tp(a, 'kthvalue')
-      v, i = kth_into(a, b, tp(c, 'kthvalue') and c, d, e, 2)
-   else
-      v, i = kth_into(nil, nil, tp(a, 'kthvalue') and a, b, c, 2)
-   end
-   return v, i
-end
-
-local function def_select(name, op)
-   local function into(rv, ri, x, d, level)
+for name, op in pairs({median = MEDIAN, mode = MODE}) do
+   def_values_indices(name, function(rv, ri, x, d, _, _, _, level)
       P.i[0] = d == nil and lastdim(x) or dim0(x, d, name, level + 1)
       P.i[1] = 1
-      IN[0] = x.p
-      local v, i = run2(op, 1, rv, ri, level + 1)
-      M.to1based(i)
+      local v, i = run_indices(op, rv, ri, x, level + 1)
       return v, i
-   end
-   methods[name] = function(t, a, b, c)
-      local v, i
-      if isT(a) then
-         v, i = into(t, a, tp(b, name) and b, c, 2)
-      else
-         v, i = into(nil, nil, t, a, 2)
-      end
-      return v, i
-   end
-   torch[name] = function(a, b, c, d)
-      local v, i
-      if isT(b) then
-         tp(a, name)
-         v, i = into(a, b, tp(c, name) and c, d, 2)
-      else
-         v, i = into(nil, nil, tp(a, name) and a, b, 2)
-      end
-      return v, i
-   end
+   end)
 end
-def_select('median', MEDIAN)
-def_select('mode', MODE)

@@ -2,25 +2,14 @@
 -- zeros ones eye range linspace logspace diag tril triu cat reshape histc repeatTensor, in
 -- their torch.* form (optional result first) and method form, for every dtype.
 require 'torch'
+local U = dofile('tests/lua/spec_util.lua')
 
 local TYPES = {'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double', 'Half', 'BFloat16', 'Bool'}
 local NUMERIC = {'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double', 'Half', 'BFloat16'}
 
-local function expect_error(text, f)
-   local ok, e = pcall(f)
-   assert.is_false(ok, 'expected an error containing: ' .. text)
-   e = tostring(e)
-   assert.is_truthy(e:find(text, 1, true), 'wrong message: ' .. e)
-   assert.is_truthy(e:match('_spec%.lua:%d+: '), 'not raised at the caller line: ' .. e)
-   return e
-end
+local expect_error = U.expect_error
 
-local function seq(...)
-   local t = torch.DoubleTensor(...)
-   local i = 0
-   t:apply(function() i = i + 1 return i end)
-   return t
-end
+local seq = U.seq
 
 describe('zeros, ones, eye', function()
    it('make the default type, or fill a given result of any dtype', function()

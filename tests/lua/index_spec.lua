@@ -4,22 +4,11 @@
 -- errors name the index, dim and size at the caller's line, and element access allocates
 -- nothing.
 require 'torch'
+local U = dofile('tests/lua/spec_util.lua')
 
-local function expect_error(text, f)
-   local ok, e = pcall(f)
-   assert.is_false(ok, 'expected an error containing: ' .. text)
-   e = tostring(e)
-   assert.is_truthy(e:find(text, 1, true), 'wrong message: ' .. e)
-   assert.is_truthy(e:match('_spec%.lua:%d+: '), 'not raised at the caller line: ' .. e)
-   return e
-end
+local expect_error = U.expect_error
 
-local function seq(...)
-   local t = torch.DoubleTensor(...)
-   local i = 0
-   t:apply(function() i = i + 1 return i end)
-   return t
-end
+local seq = U.seq
 
 describe('t[number]', function()
    it('reads an element of a vector, a view of a row otherwise (Torch7 doc example)', function()

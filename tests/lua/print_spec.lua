@@ -4,13 +4,9 @@
 -- integer / fixed / exponent formats, the common scale line, 80-column wrapping, the
 -- "(i,.,.) = " slices with the first index varying fastest, and the footers.
 require 'torch'
+local U = dofile('tests/lua/spec_util.lua')
 
-local function seq(...)
-   local t = torch.DoubleTensor(...)
-   local i = 0
-   t:apply(function() i = i + 1 return i end)
-   return t
-end
+local seq = U.seq
 
 local function lines(...) return table.concat({...}, '\n') .. '\n' end
 

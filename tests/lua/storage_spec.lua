@@ -3,17 +3,11 @@
 -- string, t:storage() sharing memory with its tensor, inline LongStorages (t:size())
 -- behaving exactly like C-backed ones, and the type queries.
 require 'torch'
+local U = dofile('tests/lua/spec_util.lua')
 
 local TYPES = {'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double', 'Half', 'BFloat16', 'Bool'}
 
-local function expect_error(text, f)
-   local ok, e = pcall(f)
-   assert.is_false(ok, 'expected an error containing: ' .. text)
-   e = tostring(e)
-   assert.is_truthy(e:find(text, 1, true), 'wrong message: ' .. e)
-   assert.is_truthy(e:match('_spec%.lua:%d+: '), 'not raised at the caller line: ' .. e)
-   return e
-end
+local expect_error = U.expect_error
 
 describe('storage types', function()
    it('exist for every dtype and answer the type queries', function()

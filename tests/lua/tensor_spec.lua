@@ -3,25 +3,13 @@
 -- sizes and strides, set/resize, copy and type conversion, fill/zero, apply/map/map2,
 -- totable, data/cdata, retain/free, #t, and torch.pointer / version / numthreads.
 require 'torch'
+local U = dofile('tests/lua/spec_util.lua')
 
 local TYPES = {'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double', 'Half', 'BFloat16', 'Bool'}
 
--- f must raise an error containing text, located at the spec line that made the call.
-local function expect_error(text, f)
-   local ok, e = pcall(f)
-   assert.is_false(ok, 'expected an error containing: ' .. text)
-   e = tostring(e)
-   assert.is_truthy(e:find(text, 1, true), 'wrong message: ' .. e)
-   assert.is_truthy(e:match('_spec%.lua:%d+: '), 'not raised at the caller line: ' .. e)
-   return e
-end
+local expect_error = U.expect_error
 
-local function seq(...) -- a DoubleTensor of 1..n with the given sizes
-   local t = torch.DoubleTensor(...)
-   local i = 0
-   t:apply(function() i = i + 1 return i end)
-   return t
-end
+local seq = U.seq
 
 describe('tensor classes', function()
    it('registers every dtype with the class system', function()
