@@ -59,6 +59,11 @@ tc_tensor *ct_arange(tc_dtype dt, int ndim, const int64_t *sizes);
 double ct_at(const tc_tensor *t, int64_t flat); /* row-major flat index */
 tc_status ct_run1(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc_tensor *c, const tc_params *p,
                   tc_tensor **out);
+tc_tensor *ct_transposed(const tc_tensor *t, int a, int b); /* a view; NULL on error */
+int ct_shape_is(const tc_tensor *t, int nd, const int64_t *sz);
+int ct_near(double got, double want, double tol); /* relative tol; NaN == NaN */
+int ct_same_vals(const tc_tensor *t, const double *v, int64_t n); /* exact; prints the first miss */
+#define SAME(t, ...) ct_same_vals((t), VALS(__VA_ARGS__), (int64_t)(sizeof(VALS(__VA_ARGS__)) / sizeof(double)))
 #define SZ(...) ((const int64_t[]){__VA_ARGS__})
 #define VALS(...) ((const double[]){__VA_ARGS__})
 

@@ -4,30 +4,6 @@
 #include "ctest.h"
 
 /* t's elements in row-major order equal v[0..n) (NaN matches NaN). */
-static int same_vals(const tc_tensor *t, const double *v, int64_t n)
-{
-    if (!t || tc_tensor_numel(t) != n) {
-        printf("    numel %lld, expected %lld\n", t ? (long long)tc_tensor_numel(t) : -1LL, (long long)n);
-        return 0;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        double a = ct_at(t, i);
-        if (!(a == v[i] || (a != a && v[i] != v[i]))) {
-            printf("    element %lld is %g, expected %g\n", (long long)i, a, v[i]);
-            return 0;
-        }
-    }
-    return 1;
-}
-#define SAME(t, ...) same_vals((t), VALS(__VA_ARGS__), (int64_t)(sizeof(VALS(__VA_ARGS__)) / sizeof(double)))
-
-static int has_shape(const tc_tensor *t, int nd, const int64_t *s)
-{
-    if (t->ndim != nd) return 0;
-    for (int d = 0; d < nd; d++)
-        if (t->size[d] != s[d]) return 0;
-    return 1;
-}
 
 static tc_tensor *idx1(int n, const double *v) { return ct_from(TC_I64, 1, SZ(n), v); }
 
@@ -51,11 +27,11 @@ TEST(index_select_values)
     tc_tensor *a = NULL, *b = NULL;
     tc_params p = {.i = {0}};
     CHECK_OK(ct_run1(TC_OP_INDEX_SELECT, x, i0, NULL, &p, &a));
-    CHECK(has_shape(a, 2, SZ(3, 4)));
+    CHECK(ct_shape_is(a, 2, SZ(3, 4)));
     CHECK(SAME(a, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11)); /* x.index_select(0, [2,0,2]) */
     p.i[0] = -1;
     CHECK_OK(ct_run1(TC_OP_INDEX_SELECT, x, i1, NULL, &p, &b));
-    CHECK(has_shape(b, 2, SZ(3, 2)));
+    CHECK(ct_shape_is(b, 2, SZ(3, 2)));
     CHECK(SAME(b, 3, 1, 7, 5, 11, 9)); /* x.index_select(-1, [3,1]) */
     release(x, i0, i1, a);
     tc_tensor_release(b);
@@ -66,12 +42,12 @@ TEST(index_select_noncontiguous_int)
     tc_tensor *x = ct_arange(TC_I16, 2, SZ(3, 4)), *xt = transposed(x), *i = idx1(2, VALS(2, 0)), *a = NULL;
     tc_params p = {.i = {1}};
     CHECK_OK(ct_run1(TC_OP_INDEX_SELECT, xt, i, NULL, &p, &a));
-    CHECK(a->dtype == TC_I16 && has_shape(a, 2, SZ(4, 2)));
+    CHECK(a->dtype == TC_I16 && ct_shape_is(a, 2, SZ(4, 2)));
     CHECK(SAME(a, 8, 0, 9, 1, 10, 2, 11, 3)); /* x.t().index_select(1, [2,0]) */
     /* a given result of the wrong size is resized */
     tc_tensor *r = ct_arange(TC_I16, 1, SZ(3));
     CHECK_OK(ct_run1(TC_OP_INDEX_SELECT, xt, i, NULL, &p, &r));
-    CHECK(has_shape(r, 2, SZ(4, 2)) && SAME(r, 8, 0, 9, 1, 10, 2, 11, 3));
+    CHECK(ct_shape_is(r, 2, SZ(4, 2)) && SAME(r, 8, 0, 9, 1, 10, 2, 11, 3));
     release(x, xt, i, a);
     tc_tensor_release(r);
 }
@@ -97,7 +73,7 @@ TEST(index_select_errors)
     tc_params p = {.i = {0}};
     CHECK_ERR(ct_run1(TC_OP_INDEX_SELECT, x, bad, NULL, &p, &r), TC_ERR_INDEX,
               "index_select: index 7 out of range for dim 0 of size 5");
-    CHECK(has_shape(r, 1, SZ(3)) && SAME(r, 0, 1, 2)); /* the given result is untouched */
+    CHECK(ct_shape_is(r, 1, SZ(3)) && SAME(r, 0, 1, 2)); /* the given result is untouched */
     tc_tensor *o = NULL;
     CHECK_ERR(ct_run1(TC_OP_INDEX_SELECT, x, wrong, NULL, &p, &o), TC_ERR_DTYPE, "index tensor must be int64, got int32");
     CHECK_ERR(ct_run1(TC_OP_INDEX_SELECT, x, two, NULL, &p, &o), TC_ERR_SHAPE, "index must be 0-dim or 1-dim");
@@ -204,7 +180,7 @@ TEST(gather_values)
     tc_tensor *a = NULL, *b = NULL, *c = NULL;
     tc_params p = {.i = {1}};
     CHECK_OK(ct_run1(TC_OP_GATHER, x, i1, NULL, &p, &a));
-    CHECK(has_shape(a, 2, SZ(2, 2)) && SAME(a, 0, 3, 5, 5)); /* gather(x, 1, [[0,3],[1,1]]) */
+    CHECK(ct_shape_is(a, 2, SZ(2, 2)) && SAME(a, 0, 3, 5, 5)); /* gather(x, 1, [[0,3],[1,1]]) */
     p.i[0] = -2;
     CHECK_OK(ct_run1(TC_OP_GATHER, x, i0, NULL, &p, &b));
     CHECK(SAME(b, 8, 1, 6, 11, 0, 1, 2, 7));
@@ -343,7 +319,7 @@ TEST(masked_select_broadcast)
     tc_tensor *x = ct_arange(TC_F64, 2, SZ(2, 3)), *xt = transposed(x), *m = ct_from(TC_BOOL, 2, SZ(3, 1), VALS(1, 0, 1));
     tc_tensor *o = NULL, *o2 = NULL, *bm = ct_from(TC_BOOL, 2, SZ(2, 1), VALS(1, 0)), *v = ct_arange(TC_I32, 1, SZ(3));
     CHECK_OK(ct_run1(TC_OP_MASKED_SELECT, xt, m, NULL, NULL, &o));
-    CHECK(has_shape(o, 1, SZ(4)) && SAME(o, 0, 3, 2, 5)); /* masked_select(x.t(), [[1],[0],[1]]) */
+    CHECK(ct_shape_is(o, 1, SZ(4)) && SAME(o, 0, 3, 2, 5)); /* masked_select(x.t(), [[1],[0],[1]]) */
     CHECK_OK(ct_run1(TC_OP_MASKED_SELECT, v, bm, NULL, NULL, &o2)); /* grows to (2,3) */
     CHECK(o2->dtype == TC_I32 && SAME(o2, 0, 1, 2));
     tc_tensor *bad = ct_from(TC_BOOL, 1, SZ(4), VALS(1, 1, 1, 1)), *o3 = NULL;
@@ -357,17 +333,17 @@ TEST(nonzero_values)
 {
     tc_tensor *x = ct_from(TC_F32, 2, SZ(2, 3), VALS(0, 1, 0, NAN, -0.0, 2)), *o = NULL;
     CHECK_OK(ct_run1(TC_OP_NONZERO, x, NULL, NULL, NULL, &o));
-    CHECK(o->dtype == TC_I64 && has_shape(o, 2, SZ(3, 2)) && SAME(o, 0, 1, 1, 0, 1, 2)); /* NaN counts, -0 not */
+    CHECK(o->dtype == TC_I64 && ct_shape_is(o, 2, SZ(3, 2)) && SAME(o, 0, 1, 1, 0, 1, 2)); /* NaN counts, -0 not */
     tc_tensor *xt = transposed(x), *ot = NULL;
     CHECK_OK(ct_run1(TC_OP_NONZERO, xt, NULL, NULL, NULL, &ot));
-    CHECK(has_shape(ot, 2, SZ(3, 2)) && SAME(ot, 0, 1, 1, 0, 2, 1));
+    CHECK(ct_shape_is(ot, 2, SZ(3, 2)) && SAME(ot, 0, 1, 1, 0, 2, 1));
     tc_tensor *s = NULL, *os = NULL, *z = ct_from(TC_I32, 1, SZ(4), VALS(0, 0, 0, 0)), *oz = NULL;
     tc_tensor_new(TC_I16, 0, SZ(1), /* sizes unused */ &s);
     tc_tensor_set_value(s, NULL, 3);
     CHECK_OK(ct_run1(TC_OP_NONZERO, s, NULL, NULL, NULL, &os));
-    CHECK(has_shape(os, 2, SZ(1, 0)));
+    CHECK(ct_shape_is(os, 2, SZ(1, 0)));
     CHECK_OK(ct_run1(TC_OP_NONZERO, z, NULL, NULL, NULL, &oz));
-    CHECK(has_shape(oz, 2, SZ(0, 1)));
+    CHECK(ct_shape_is(oz, 2, SZ(0, 1)));
     tc_tensor *h = ct_from(TC_BF16, 1, SZ(3), VALS(-0.0, 0.5, 0)), *oh = NULL;
     CHECK_OK(ct_run1(TC_OP_NONZERO, h, NULL, NULL, NULL, &oh));
     CHECK(SAME(oh, 1));
@@ -390,12 +366,12 @@ TEST(cat_values)
     tc_tensor *o = NULL, *o1 = NULL;
     const tc_tensor *ab[2] = {a, b};
     CHECK_OK(cat(ab, 2, 0, &o));
-    CHECK(has_shape(o, 2, SZ(3, 3)) && SAME(o, 0, 1, 2, 3, 4, 5, -1, -2, -3));
+    CHECK(ct_shape_is(o, 2, SZ(3, 3)) && SAME(o, 0, 1, 2, 3, 4, 5, -1, -2, -3));
     /* dim -1 with a transposed input: cat([a, x.t()], 1) with x (2,2) */
     tc_tensor *x = ct_from(TC_F32, 2, SZ(2, 2), VALS(7, 8, 9, 10)), *xt = transposed(x);
     const tc_tensor *axa[3] = {a, xt, a};
     CHECK_OK(cat(axa, 3, -1, &o1));
-    CHECK(has_shape(o1, 2, SZ(2, 8)) && SAME(o1, 0, 1, 2, 7, 9, 0, 1, 2, 3, 4, 5, 8, 10, 3, 4, 5));
+    CHECK(ct_shape_is(o1, 2, SZ(2, 8)) && SAME(o1, 0, 1, 2, 7, 9, 0, 1, 2, 3, 4, 5, 8, 10, 3, 4, 5));
     release(a, b, o, o1);
     release(x, xt, NULL, NULL);
 }
@@ -407,10 +383,10 @@ TEST(cat_empties_and_ints)
     tc_tensor_new_empty(TC_F64, &e0); /* Torch7's torch.Tensor(): skipped whatever its type */
     const tc_tensor *ts[4] = {e1, a, e0, a};
     CHECK_OK(cat(ts, 4, 1, &o));
-    CHECK(o->dtype == TC_I64 && has_shape(o, 2, SZ(2, 4)) && SAME(o, 0, 1, 0, 1, 2, 3, 2, 3));
+    CHECK(o->dtype == TC_I64 && ct_shape_is(o, 2, SZ(2, 4)) && SAME(o, 0, 1, 0, 1, 2, 3, 2, 3));
     const tc_tensor *only[2] = {e1, e1};
     CHECK_OK(cat(only, 2, 0, &oe));
-    CHECK(has_shape(oe, 1, SZ(0)));
+    CHECK(ct_shape_is(oe, 1, SZ(0)));
     /* the result may share memory with an input: built aside, then copied. r is big[0:2]
      * and the result a header over all of big, so writing 7 first would clobber r. */
     tc_tensor *big = ct_from(TC_I64, 1, SZ(4), VALS(5, 6, 0, 0)), *r2 = ct_from(TC_I64, 1, SZ(1), VALS(7));

@@ -28,29 +28,6 @@ static tc_status reduce1(tc_op op, const tc_tensor *x, int64_t dim, int keep, tc
     return reduce2(op, x, dim, keep, 1, 2, o0, NULL);
 }
 
-static tc_tensor *transposed(const tc_tensor *t, int a, int b)
-{
-    tc_params p = {.i = {a, b}};
-    tc_tensor *v = NULL;
-    tc_op_run(TC_OP_TRANSPOSE, &t, 1, &p, &v, 1);
-    return v;
-}
-
-static int shape_is(const tc_tensor *t, int nd, const int64_t *sz)
-{
-    if (!t || t->ndim != nd) return 0;
-    for (int d = 0; d < nd; d++)
-        if (t->size[d] != sz[d]) return 0;
-    return 1;
-}
-
-static int near(double got, double want, double tol)
-{
-    if (isnan(want)) return isnan(got);
-    if (isinf(want)) return got == want;
-    return fabs(got - want) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
-}
-
 /* Deterministic values in [-1.3, 1.3) with some exact zeros (for norm p=0). */
 static double wave(int64_t i) { return i % 11 == 3 ? 0.0 : 1.3 * sin(1.7 * (double)i + 0.4); }
 
@@ -159,7 +136,7 @@ static int check_reduce(tc_op op, const tc_tensor *x, int64_t dim, int keep, int
             sz[nd++] = x->size[i], kept[nk++] = i, nout *= x->size[i];
         }
     }
-    if (o0->dtype != expected_dtype(op, x->dtype) || !shape_is(o0, nd, sz) || (with_idx && !shape_is(o1, nd, sz)) ||
+    if (o0->dtype != expected_dtype(op, x->dtype) || !ct_shape_is(o0, nd, sz) || (with_idx && !ct_shape_is(o1, nd, sz)) ||
         (with_idx && o1->dtype != TC_I64)) {
         printf("  %s dim %lld keep %d: wrong dtype or shape\n", name, (long long)dim, keep);
         ok = 0;
@@ -183,7 +160,7 @@ static int check_reduce(tc_op op, const tc_tensor *x, int64_t dim, int keep, int
         int64_t wix;
         ref_fold(op, v, n, unb, p, !tc_dtype_is_float((tc_dtype)x->dtype), &want, &wix);
         double got = ct_at(o0, o);
-        if (!near(got, want, tol)) {
+        if (!ct_near(got, want, tol)) {
             printf("  %s dim %lld keep %d p %g: out[%lld] = %.12g, expected %.12g\n", name, (long long)dim, keep, p,
                    (long long)o, got, want);
             ok = 0;
@@ -206,29 +183,29 @@ TEST(reduce_sum_arange_each_dim)
 {
     tc_tensor *x = ct_arange(TC_F32, 3, SZ(2, 3, 4)), *o = NULL;
     CHECK_OK(reduce1(TC_OP_SUM, x, 0, 0, &o));
-    CHECK(shape_is(o, 2, SZ(3, 4)) && o->dtype == TC_F32);
+    CHECK(ct_shape_is(o, 2, SZ(3, 4)) && o->dtype == TC_F32);
     CHECK(ct_at(o, 0) == 12 && ct_at(o, 5) == 22 && ct_at(o, 11) == 34);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_SUM, x, 1, 1, &o));
-    CHECK(shape_is(o, 3, SZ(2, 1, 4)));
+    CHECK(ct_shape_is(o, 3, SZ(2, 1, 4)));
     CHECK(ct_at(o, 0) == 12 && ct_at(o, 3) == 21 && ct_at(o, 4) == 48 && ct_at(o, 7) == 57);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_SUM, x, 2, 0, &o));
-    CHECK(shape_is(o, 2, SZ(2, 3)));
+    CHECK(ct_shape_is(o, 2, SZ(2, 3)));
     CHECK(ct_at(o, 0) == 6 && ct_at(o, 1) == 22 && ct_at(o, 5) == 86);
     tc_tensor_release(o);
     /* -2 is the second-to-last dim (-1 is taken by "all") */
     CHECK_OK(reduce1(TC_OP_SUM, x, -2, 0, &o));
-    CHECK(shape_is(o, 2, SZ(2, 4)) && ct_at(o, 0) == 12 && ct_at(o, 7) == 57);
+    CHECK(ct_shape_is(o, 2, SZ(2, 4)) && ct_at(o, 0) == 12 && ct_at(o, 7) == 57);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_SUM, x, -3, 0, &o));
-    CHECK(shape_is(o, 2, SZ(3, 4)) && ct_at(o, 11) == 34);
+    CHECK(ct_shape_is(o, 2, SZ(3, 4)) && ct_at(o, 11) == 34);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_SUM, x, -1, 0, &o));
     CHECK(o->ndim == 0 && tc_tensor_item(o) == 276);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_SUM, x, -1, 1, &o)); /* keepdim on a full reduction: all ones */
-    CHECK(shape_is(o, 3, SZ(1, 1, 1)) && tc_tensor_item(o) == 276);
+    CHECK(ct_shape_is(o, 3, SZ(1, 1, 1)) && tc_tensor_item(o) == 276);
     tc_tensor_release(o);
     tc_tensor_release(x);
 }
@@ -295,7 +272,7 @@ TEST(reduce_fixed_values_match_pytorch)
 
     o = NULL;
     CHECK_OK(reduce2(TC_OP_MAX, y, 1, 0, 0, 0, &o, &ix));
-    CHECK(ix->dtype == TC_I64 && shape_is(ix, 1, SZ(3)));
+    CHECK(ix->dtype == TC_I64 && ct_shape_is(ix, 1, SZ(3)));
     CHECK(ct_at(o, 0) == 3 && ct_at(o, 1) == 4 && ct_at(o, 2) == 2);
     CHECK(ct_at(ix, 0) == 2 && ct_at(ix, 1) == 0 && ct_at(ix, 2) == 1);
     tc_tensor_release(o);
@@ -324,7 +301,7 @@ TEST(reduce_max_min_nan_and_first_occurrence)
     tc_tensor_release(ix);
     o = ix = NULL;
     CHECK_OK(reduce2(TC_OP_MIN, x, 1, 1, 0, 0, &o, &ix));
-    CHECK(shape_is(o, 2, SZ(2, 1)) && ct_at(o, 0) == 1 && isnan(ct_at(o, 1)) && ct_at(ix, 1) == 0);
+    CHECK(ct_shape_is(o, 2, SZ(2, 1)) && ct_at(o, 0) == 1 && isnan(ct_at(o, 1)) && ct_at(ix, 1) == 0);
     tc_tensor_release(o);
     tc_tensor_release(ix);
     /* along dim 0 (the column path): NaN in row 1 wins in columns 0 and 2 */
@@ -385,11 +362,11 @@ TEST(reduce_sweep_float_contiguous_and_transposed)
         tc_tensor *x = wave_tensor(dt, 3, SZ(3, 5, 7));
         CHECK(sweep_float(x, tol));
         /* (5,3,7) transposed to (3,5,7): outer dims swapped, inner contiguous (cols path) */
-        tc_tensor *b = wave_tensor(dt, 3, SZ(5, 3, 7)), *bt = transposed(b, 0, 1);
-        CHECK(bt && !tc_tensor_is_contiguous(bt) && shape_is(bt, 3, SZ(3, 5, 7)));
+        tc_tensor *b = wave_tensor(dt, 3, SZ(5, 3, 7)), *bt = ct_transposed(b, 0, 1);
+        CHECK(bt && !tc_tensor_is_contiguous(bt) && ct_shape_is(bt, 3, SZ(3, 5, 7)));
         CHECK(sweep_float(bt, tol));
         /* (7,5,3) transposed to (3,5,7): the innermost dim has stride 15 */
-        tc_tensor *c = wave_tensor(dt, 3, SZ(7, 5, 3)), *ctr = transposed(c, 0, 2);
+        tc_tensor *c = wave_tensor(dt, 3, SZ(7, 5, 3)), *ctr = ct_transposed(c, 0, 2);
         CHECK(sweep_float(ctr, tol));
         tc_tensor_release(x);
         tc_tensor_release(b);
@@ -408,7 +385,7 @@ TEST(reduce_sweep_integer_dtypes)
         double v[105];
         for (int64_t i = 0; i < n; i++) v[i] = dts[t] == TC_U8 ? (double)((i * 37) % 251) : (double)((i * 5) % 7 - 3);
         tc_tensor *x = ct_from(dts[t], 3, SZ(3, 5, 7), v), *b = ct_from(dts[t], 3, SZ(5, 3, 7), v);
-        tc_tensor *bt = transposed(b, 0, 1);
+        tc_tensor *bt = ct_transposed(b, 0, 1);
         for (int di = 0; di < 6; di++)
             for (int keep = 0; keep < 2; keep++)
                 for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
@@ -465,7 +442,7 @@ TEST(reduce_all_any)
     CHECK(o->dtype == TC_U8 && ct_at(o, 0) == 0 && ct_at(o, 1) == 1);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_ANY, m, 0, 1, &o));
-    CHECK(shape_is(o, 2, SZ(1, 3)) && ct_at(o, 0) == 1 && ct_at(o, 1) == 1 && ct_at(o, 2) == 1);
+    CHECK(ct_shape_is(o, 2, SZ(1, 3)) && ct_at(o, 0) == 1 && ct_at(o, 1) == 1 && ct_at(o, 2) == 1);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_ALL, m, -1, 0, &o));
     CHECK(tc_tensor_item(o) == 0);
@@ -485,7 +462,7 @@ TEST(reduce_half_inputs)
 {
     tc_tensor *h = ct_from(TC_F16, 2, SZ(2, 3), VALS(0.5, 1.25, -2, 3, 4.5, 0.25)), *o = NULL, *ix = NULL;
     CHECK_OK(reduce1(TC_OP_SUM, h, 1, 0, &o));
-    CHECK(o->dtype == TC_F16 && shape_is(o, 1, SZ(2)) && ct_at(o, 0) == -0.25 && ct_at(o, 1) == 7.75);
+    CHECK(o->dtype == TC_F16 && ct_shape_is(o, 1, SZ(2)) && ct_at(o, 0) == -0.25 && ct_at(o, 1) == 7.75);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_MEAN, h, 0, 0, &o));
     CHECK(ct_at(o, 0) == 1.75 && ct_at(o, 1) == 2.875 && ct_at(o, 2) == -0.875);
@@ -509,7 +486,7 @@ TEST(reduce_empty_dims)
     tc_tensor *e = NULL, *o = NULL, *ix = NULL;
     CHECK_OK(tc_tensor_new(TC_F32, 2, SZ(0, 3), &e));
     CHECK_OK(reduce1(TC_OP_SUM, e, 0, 0, &o));
-    CHECK(shape_is(o, 1, SZ(3)) && ct_at(o, 0) == 0 && ct_at(o, 2) == 0);
+    CHECK(ct_shape_is(o, 1, SZ(3)) && ct_at(o, 0) == 0 && ct_at(o, 2) == 0);
     tc_tensor_release(o);
     CHECK_OK(reduce1(TC_OP_PROD, e, 0, 0, &o));
     CHECK(ct_at(o, 0) == 1 && ct_at(o, 2) == 1);
@@ -529,7 +506,7 @@ TEST(reduce_empty_dims)
     CHECK(o == NULL && ix == NULL);
     /* along the non-empty dim the result is simply empty */
     CHECK_OK(reduce2(TC_OP_MAX, e, 1, 0, 0, 0, &o, &ix));
-    CHECK(shape_is(o, 1, SZ(0)) && shape_is(ix, 1, SZ(0)));
+    CHECK(ct_shape_is(o, 1, SZ(0)) && ct_shape_is(ix, 1, SZ(0)));
     tc_tensor_release(o);
     tc_tensor_release(ix);
     tc_tensor_release(e);
@@ -567,11 +544,11 @@ TEST(reduce_zero_dim_input_and_given_results)
     tc_tensor *x = ct_arange(TC_F64, 3, SZ(2, 3, 4));
     tc_tensor *r = ct_from(TC_F64, 1, SZ(5), VALS(9, 9, 9, 9, 9));
     CHECK_OK(reduce2(TC_OP_SUM, x, 1, 0, 1, 0, &r, NULL));
-    CHECK(shape_is(r, 2, SZ(2, 4)) && ct_at(r, 0) == 12 && ct_at(r, 7) == 57);
-    tc_tensor *base = ct_from(TC_F64, 2, SZ(4, 2), VALS(0, 0, 0, 0, 0, 0, 0, 0)), *rt = transposed(base, 0, 1);
+    CHECK(ct_shape_is(r, 2, SZ(2, 4)) && ct_at(r, 0) == 12 && ct_at(r, 7) == 57);
+    tc_tensor *base = ct_from(TC_F64, 2, SZ(4, 2), VALS(0, 0, 0, 0, 0, 0, 0, 0)), *rt = ct_transposed(base, 0, 1);
     tc_tensor *keep_rt = rt;
     CHECK_OK(reduce2(TC_OP_SUM, x, 1, 0, 1, 0, &rt, NULL));
-    CHECK(rt == keep_rt && shape_is(rt, 2, SZ(2, 4)) && !tc_tensor_is_contiguous(rt));
+    CHECK(rt == keep_rt && ct_shape_is(rt, 2, SZ(2, 4)) && !tc_tensor_is_contiguous(rt));
     CHECK(ct_at(rt, 0) == 12 && ct_at(rt, 3) == 21 && ct_at(rt, 4) == 48 && ct_at(rt, 7) == 57);
     CHECK(ct_at(base, 1) == 48); /* base (4,2) holds the result transposed */
     tc_tensor_release(rt);
@@ -623,7 +600,7 @@ TEST(reduce_big_sum_matches_double_reference)
     tc_tensor *v = NULL;
     tc_params vp = {.nshape = 2, .shape = {1024, 1024}};
     CHECK_OK(tc_op_run(TC_OP_VIEW, (const tc_tensor *const *)&x, 1, &vp, &v, 1));
-    tc_tensor *vt = transposed(v, 0, 1);
+    tc_tensor *vt = ct_transposed(v, 0, 1);
     CHECK_OK(reduce1(TC_OP_SUM, vt, -1, 0, &o));
     CHECK_NEAR(tc_tensor_item(o), ref, fabs(ref) * 2e-7);
     tc_tensor_release(o);
@@ -671,7 +648,7 @@ TEST(reduce_big_paths_match_reference)
     CHECK(ct_at(o, 0) == 7 && ct_at(ix, 0) == 40000 && isnan(ct_at(o, 1)) && ct_at(ix, 1) == 60000);
     tc_tensor_release(o);
     tc_tensor_release(ix);
-    tc_tensor *tt = transposed(t, 0, 1); /* (2, 70000) with stride 2 along the long dim */
+    tc_tensor *tt = ct_transposed(t, 0, 1); /* (2, 70000) with stride 2 along the long dim */
     o = ix = NULL;
     CHECK_OK(reduce2(TC_OP_MAX, tt, 1, 0, 0, 0, &o, &ix));
     CHECK(ct_at(o, 0) == 7 && ct_at(ix, 0) == 40000 && isnan(ct_at(o, 1)) && ct_at(ix, 1) == 60000);
@@ -736,7 +713,7 @@ TEST(reduce_bad_input)
     /* result of the wrong dtype: refused, and left exactly as it was */
     tc_tensor *r = ct_from(TC_F64, 1, SZ(3), VALS(7, 8, 9));
     CHECK_ERR(reduce2(TC_OP_SUM, x, 0, 0, 0, 0, &r, NULL), TC_ERR_DTYPE, "sum: result 1 is float64, expected float32");
-    CHECK(shape_is(r, 1, SZ(3)) && ct_at(r, 0) == 7 && ct_at(r, 2) == 9);
+    CHECK(ct_shape_is(r, 1, SZ(3)) && ct_at(r, 0) == 7 && ct_at(r, 2) == 9);
     tc_tensor *ri = ct_from(TC_F32, 1, SZ(2), VALS(1, 1));
     CHECK_ERR(reduce2(TC_OP_SUM, xi, 1, 0, 0, 0, &ri, NULL), TC_ERR_DTYPE, "sum: result 1 is float32, expected int64");
     tc_tensor *vals = NULL, *badidx = ct_from(TC_I32, 1, SZ(2), VALS(4, 4));

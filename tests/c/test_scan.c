@@ -4,29 +4,6 @@
 #include "ctest.h"
 #include <stdint.h>
 
-static tc_tensor *transposed(const tc_tensor *t, int a, int b)
-{
-    tc_params p = {.i = {a, b}};
-    tc_tensor *v = NULL;
-    tc_op_run(TC_OP_TRANSPOSE, &t, 1, &p, &v, 1);
-    return v;
-}
-
-static int shape_is(const tc_tensor *t, int nd, const int64_t *sz)
-{
-    if (!t || t->ndim != nd) return 0;
-    for (int d = 0; d < nd; d++)
-        if (t->size[d] != sz[d]) return 0;
-    return 1;
-}
-
-static int near(double got, double want, double tol)
-{
-    if (isnan(want)) return isnan(got);
-    if (isinf(want)) return got == want;
-    return fabs(got - want) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
-}
-
 /* Floats in [-1.3, 1.3); small integers (non-negative for uint8), so products stay exact
  * until they wrap. */
 static tc_tensor *wave_tensor(tc_dtype dt, int nd, const int64_t *sz)
@@ -82,7 +59,7 @@ static int check_scan(tc_op op, const tc_tensor *x, int dim, double tol)
         printf("  %s: %s\n", tc_op_info(op)->name, tc_last_error());
         return 0;
     }
-    int ok = o->dtype == x->dtype && shape_is(o, x->ndim, x->size), isint = !tc_dtype_is_float((tc_dtype)x->dtype);
+    int ok = o->dtype == x->dtype && ct_shape_is(o, x->ndim, x->size), isint = !tc_dtype_is_float((tc_dtype)x->dtype);
     int64_t total = tc_tensor_numel(x), n = x->size[dim], lines = total / (n ? n : 1);
     for (int64_t l = 0; l < lines && ok; l++) {
         int64_t idx[TC_MAX_DIMS] = {0}, r = l;
@@ -98,7 +75,7 @@ static int check_scan(tc_op op, const tc_tensor *x, int dim, double tol)
             ad = op == TC_OP_CUMPROD ? ad * v : ad + v;
             au = op == TC_OP_CUMPROD ? au * (uint64_t)(int64_t)v : au + (uint64_t)(int64_t)v;
             double want = isint ? wrap_to(x->dtype, au) : ad;
-            if (!near(got, want, tol)) {
+            if (!ct_near(got, want, tol)) {
                 printf("  %s dim %d line %lld [%lld] = %.12g, expected %.12g\n", tc_op_info(op)->name, dim, (long long)l,
                        (long long)i, got, want);
                 ok = 0;
@@ -130,7 +107,7 @@ TEST(scan_fixed_values_and_dims)
     static const tc_dtype dts[] = {TC_F64, TC_F32, TC_I32, TC_U8, TC_I64};
     for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
         tc_tensor *x = wave_tensor(dts[t], 3, SZ(3, 5, 7)), *b = wave_tensor(dts[t], 3, SZ(5, 3, 7));
-        tc_tensor *bt = transposed(b, 0, 1), *c = wave_tensor(dts[t], 3, SZ(7, 5, 3)), *ctr = transposed(c, 0, 2);
+        tc_tensor *bt = ct_transposed(b, 0, 1), *c = wave_tensor(dts[t], 3, SZ(7, 5, 3)), *ctr = ct_transposed(c, 0, 2);
         double tol = dts[t] == TC_F32 ? 1e-6 : 1e-12;
         for (int d = 0; d < 3; d++) {
             CHECK(check_scan(TC_OP_CUMSUM, x, d, tol) && check_scan(TC_OP_CUMPROD, x, d, tol));

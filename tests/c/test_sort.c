@@ -3,30 +3,6 @@
  * indices are 0-based as in the C API. */
 #include "ctest.h"
 
-static int same_vals(const tc_tensor *t, const double *v, int64_t n)
-{
-    if (!t || tc_tensor_numel(t) != n) {
-        printf("    numel %lld, expected %lld\n", t ? (long long)tc_tensor_numel(t) : -1LL, (long long)n);
-        return 0;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        double a = ct_at(t, i);
-        if (!(a == v[i] || (a != a && v[i] != v[i])) || signbit(a) != signbit(v[i])) {
-            printf("    element %lld is %g, expected %g\n", (long long)i, a, v[i]);
-            return 0;
-        }
-    }
-    return 1;
-}
-#define SAME(t, ...) same_vals((t), VALS(__VA_ARGS__), (int64_t)(sizeof(VALS(__VA_ARGS__)) / sizeof(double)))
-
-static int has_shape(const tc_tensor *t, int nd, const int64_t *s)
-{
-    if (t->ndim != nd) return 0;
-    for (int d = 0; d < nd; d++)
-        if (t->size[d] != s[d]) return 0;
-    return 1;
-}
 
 /* (values, indices) = op(x; i0..i3) */
 static tc_status run2(tc_op op, const tc_tensor *x, int64_t i0, int64_t i1, int64_t i2, int64_t i3, tc_tensor **v,
@@ -56,7 +32,7 @@ TEST(sort_nan_ties_stable)
     tc_tensor *x = ct_from(TC_F32, 2, SZ(2, 6), VALS(3, NAN, 1, 2, 1, -0.0, 5, 4, 4, NAN, NAN, 0));
     tc_tensor *v = NULL, *i = NULL, *dv = NULL, *di = NULL;
     CHECK_OK(run2(TC_OP_SORT, x, -1, 0, 0, 0, &v, &i)); /* torch.sort(x, dim=-1, stable=True) */
-    CHECK(v->dtype == TC_F32 && i->dtype == TC_I64 && has_shape(v, 2, SZ(2, 6)) && has_shape(i, 2, SZ(2, 6)));
+    CHECK(v->dtype == TC_F32 && i->dtype == TC_I64 && ct_shape_is(v, 2, SZ(2, 6)) && ct_shape_is(i, 2, SZ(2, 6)));
     CHECK(SAME(v, -0.0, 1, 1, 2, 3, NAN, 0, 4, 4, 5, NAN, NAN));
     CHECK(SAME(i, 5, 2, 4, 3, 0, 1, 5, 1, 2, 0, 3, 4));
     CHECK_OK(run2(TC_OP_SORT, x, 1, 1, 0, 0, &dv, &di)); /* descending=True */
@@ -137,14 +113,14 @@ TEST(topk_values)
     tc_tensor *z = ct_from(TC_F32, 2, SZ(2, 5), VALS(1, 7, 3, 9, 5, 2, 8, 6, 0, 4));
     tc_tensor *v = NULL, *i = NULL, *sv = NULL, *si = NULL, *zv = NULL, *zi = NULL;
     CHECK_OK(run2(TC_OP_TOPK, z, 1, 2, 1, 1, &v, &i)); /* topk(z, 2, dim=1) */
-    CHECK(has_shape(v, 2, SZ(2, 2)) && SAME(v, 9, 7, 8, 6) && SAME(i, 3, 1, 1, 2));
+    CHECK(ct_shape_is(v, 2, SZ(2, 2)) && SAME(v, 9, 7, 8, 6) && SAME(i, 3, 1, 1, 2));
     CHECK_OK(run2(TC_OP_TOPK, z, -1, 3, 0, 1, &sv, &si)); /* largest=False */
     CHECK(SAME(sv, 1, 3, 5, 0, 2, 4) && SAME(si, 0, 2, 4, 3, 0, 4));
     tc_tensor *zt = transposed(z), *tv = NULL, *ti = NULL;
     CHECK_OK(run2(TC_OP_TOPK, zt, 1, 1, 1, 1, &tv, &ti)); /* topk(z, 1, dim=0) seen transposed */
-    CHECK(has_shape(tv, 2, SZ(5, 1)) && SAME(tv, 2, 8, 6, 9, 5) && SAME(ti, 1, 1, 1, 0, 0));
+    CHECK(ct_shape_is(tv, 2, SZ(5, 1)) && SAME(tv, 2, 8, 6, 9, 5) && SAME(ti, 1, 1, 1, 0, 0));
     CHECK_OK(run2(TC_OP_TOPK, z, 1, 0, 1, 1, &zv, &zi));
-    CHECK(has_shape(zv, 2, SZ(2, 0)) && has_shape(zi, 2, SZ(2, 0)));
+    CHECK(ct_shape_is(zv, 2, SZ(2, 0)) && ct_shape_is(zi, 2, SZ(2, 0)));
     tc_tensor *iz = ct_from(TC_I8, 1, SZ(4), VALS(-3, 7, -3, 1)), *iv = NULL, *ii = NULL;
     CHECK_OK(run2(TC_OP_TOPK, iz, 0, 2, 0, 1, &iv, &ii)); /* ties go to the lower index */
     CHECK(SAME(iv, -3, -3) && SAME(ii, 0, 2));
@@ -176,9 +152,9 @@ TEST(kthvalue_values)
     tc_tensor *z = ct_from(TC_F64, 2, SZ(2, 5), VALS(1, 7, 3, 9, 5, 2, 8, 6, 0, 4));
     tc_tensor *v = NULL, *i = NULL, *kv = NULL, *ki = NULL;
     CHECK_OK(run2(TC_OP_KTHVALUE, z, 1, 2, 0, 0, &v, &i)); /* kthvalue(z, 2, dim=1) */
-    CHECK(has_shape(v, 1, SZ(2)) && SAME(v, 3, 2) && SAME(i, 2, 0));
+    CHECK(ct_shape_is(v, 1, SZ(2)) && SAME(v, 3, 2) && SAME(i, 2, 0));
     CHECK_OK(run2(TC_OP_KTHVALUE, z, -2, 1, 1, 0, &kv, &ki)); /* k=1, dim=0, keepdim */
-    CHECK(has_shape(kv, 2, SZ(1, 5)) && has_shape(ki, 2, SZ(1, 5)));
+    CHECK(ct_shape_is(kv, 2, SZ(1, 5)) && ct_shape_is(ki, 2, SZ(1, 5)));
     CHECK(SAME(kv, 1, 7, 3, 0, 4) && SAME(ki, 0, 0, 0, 1, 1));
     tc_tensor *n = ct_from(TC_F32, 1, SZ(3), VALS(2, NAN, 1)), *nv = NULL, *ni = NULL;
     CHECK_OK(run2(TC_OP_KTHVALUE, n, 0, 3, 0, 0, &nv, &ni)); /* NaN is the largest */
@@ -195,7 +171,7 @@ TEST(median_values)
     CHECK(SAME(v, 2, NAN, 6) && SAME(i, 3, 0, 1));
     tc_tensor *q = ct_from(TC_I64, 2, SZ(2, 3), VALS(3, 1, 2, 9, 8, 7)), *qt = transposed(q);
     CHECK_OK(run2(TC_OP_MEDIAN, qt, 1, 1, 0, 0, &kv, &ki)); /* median(q, 0, keepdim) seen transposed */
-    CHECK(has_shape(kv, 2, SZ(3, 1)) && SAME(kv, 3, 1, 2) && SAME(ki, 0, 0, 0));
+    CHECK(ct_shape_is(kv, 2, SZ(3, 1)) && SAME(kv, 3, 1, 2) && SAME(ki, 0, 0, 0));
     release(m, v, i, q);
     release(qt, kv, ki, NULL);
 }
@@ -207,7 +183,7 @@ TEST(mode_values)
     CHECK(SAME(v, 1, 4) && SAME(i, 3, 4));
     tc_tensor *f = ct_from(TC_F32, 2, SZ(3, 2), VALS(1, 2, 1, 3, 2, 3)), *fv = NULL, *fi = NULL;
     CHECK_OK(run2(TC_OP_MODE, f, 0, 1, 0, 0, &fv, &fi)); /* mode(f, 0, keepdim=True) */
-    CHECK(has_shape(fv, 2, SZ(1, 2)) && SAME(fv, 1, 3) && SAME(fi, 1, 2));
+    CHECK(ct_shape_is(fv, 2, SZ(1, 2)) && SAME(fv, 1, 3) && SAME(fi, 1, 2));
     /* NaN never equals NaN, so NaNs do not form a run (PyTorch's kernel compares with ==) */
     tc_tensor *n = ct_from(TC_F64, 1, SZ(5), VALS(3, NAN, 1, NAN, 2)), *nv = NULL, *ni = NULL;
     CHECK_OK(run2(TC_OP_MODE, n, 0, 0, 0, 0, &nv, &ni));

@@ -43,3 +43,42 @@ tc_status ct_run1(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc_ten
     int n = c ? 3 : b ? 2 : a ? 1 : 0;
     return tc_op_run(op, in, n, p, out, 1);
 }
+
+tc_tensor *ct_transposed(const tc_tensor *t, int a, int b)
+{
+    tc_params p = {.i = {a, b}};
+    tc_tensor *v = NULL;
+    tc_op_run(TC_OP_TRANSPOSE, &t, 1, &p, &v, 1);
+    return v;
+}
+
+int ct_shape_is(const tc_tensor *t, int nd, const int64_t *sz)
+{
+    if (!t || t->ndim != nd) return 0;
+    for (int d = 0; d < nd; d++)
+        if (t->size[d] != sz[d]) return 0;
+    return 1;
+}
+
+int ct_near(double got, double want, double tol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
+}
+
+int ct_same_vals(const tc_tensor *t, const double *v, int64_t n)
+{
+    if (!t || tc_tensor_numel(t) != n) {
+        printf("    %lld elements, expected %lld\n", t ? (long long)tc_tensor_numel(t) : -1LL, (long long)n);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a = ct_at(t, i);
+        if (!(a == v[i] || (a != a && v[i] != v[i]))) {
+            printf("    element %lld is %g, expected %g\n", (long long)i, a, v[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
