@@ -74,6 +74,7 @@ static inline float tc_expf(float x)
 {
     const float hi = 88.7228394f, lo = -87.3365479f; /* expf overflows / goes subnormal */
     float xc = x > hi ? hi : (x < lo ? lo : x);
+    xc = x != x ? 0.0f : xc; /* NaN: compute on 0 (the result is replaced below) */
     /* n = round(x / ln 2) by the 1.5 * 2^23 trick: no call, no branch */
     const float magic = 12582912.0f;
     float t = xc * 1.44269504088896341f + magic;
@@ -90,7 +91,8 @@ static inline float tc_expf(float x)
     /* 2^n in two halves: n reaches 128 near the top of the range and -126 at the bottom,
      * where a single exponent field would overflow or flush to zero */
     int32_t n1 = n >> 1, n2 = n - n1;
-    float y = p * tc_bits_to_float((n1 + 127) << 23) * tc_bits_to_float((n2 + 127) << 23);
+    float y = p * tc_bits_to_float((int32_t)((uint32_t)(n1 + 127) << 23)) *
+              tc_bits_to_float((int32_t)((uint32_t)(n2 + 127) << 23));
     y = x > hi ? __builtin_inff() : y;
     y = x < lo ? 0.0f : y;
     return x != x ? x : y;
