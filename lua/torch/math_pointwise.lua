@@ -61,16 +61,6 @@ local number_forms = {
    sigmoid = function(x) return 1 / (1 + math.exp(-x)) end,
 }
 
-local unary_ops = {
-   abs = C.TC_OP_ABS, sign = C.TC_OP_SIGN, neg = C.TC_OP_NEG, square = C.TC_OP_SQUARE,
-   exp = C.TC_OP_EXP, expm1 = C.TC_OP_EXPM1, log = C.TC_OP_LOG, log1p = C.TC_OP_LOG1P,
-   log2 = C.TC_OP_LOG2, log10 = C.TC_OP_LOG10, sqrt = C.TC_OP_SQRT, rsqrt = C.TC_OP_RSQRT,
-   cinv = C.TC_OP_CINV, sin = C.TC_OP_SIN, cos = C.TC_OP_COS, tan = C.TC_OP_TAN,
-   asin = C.TC_OP_ASIN, acos = C.TC_OP_ACOS, atan = C.TC_OP_ATAN, sinh = C.TC_OP_SINH,
-   cosh = C.TC_OP_COSH, tanh = C.TC_OP_TANH, sigmoid = C.TC_OP_SIGMOID, erf = C.TC_OP_ERF,
-   ceil = C.TC_OP_CEIL, floor = C.TC_OP_FLOOR, round = C.TC_OP_ROUND, trunc = C.TC_OP_TRUNC,
-   frac = C.TC_OP_FRAC,
-}
 
 local function def_unary(name, op)
    local nf = number_forms[name]
@@ -93,7 +83,15 @@ local function def_unary(name, op)
       return res
    end
 end
-for name, op in pairs(unary_ops) do def_unary(name, op) end
+-- Every one-input, parameter-free elementwise op of the op table becomes a method and a
+-- torch.* function under its table name (exp, sigmoid, cinv, ...): a new unary op needs
+-- only its line in core/ops.def.
+for op = 0, C.TC_OP_COUNT - 1 do
+   local info = C.tc_op_info(op)
+   if info.kind == C.TC_KIND_EW and info.nin == 1 and info.nparams == 0 then
+      def_unary(require('ffi').string(info.name), op)
+   end
+end
 
 ---------------------------------------------------------------------------------------------
 -- Binary ops with a tensor or number operand: x:f(o) in place, res:f(x, o), torch.f(x, o),

@@ -198,21 +198,6 @@ local function shape_op(op, res, p, n, level)
    return r
 end
 
--- view([result,] sizes): the same elements with new sizes (one may be -1); the strides
--- must allow it (a transposed tensor needs contiguous() first).
-function methods.view(t, a, b, c, d, e, f, g, h, i, j)
-   local res, src = nil, t
-   if isT(a) then
-      res, src = t, a
-      a, b, c, d, e, f, g, h, i = b, c, d, e, f, g, h, i, j
-   elseif j ~= nil then
-      error('view: more than 8 sizes given', 2)
-   end
-   local n = read_sizes(sizes_buf, 'view', 2, a, b, c, d, e, f, g, h, i)
-   local r = shape_op(OP_VIEW, res, src.p, n, 2)
-   return r
-end
-
 -- Fills sizes_buf with template's sizes; returns the count.
 local function sizes_of(q)
    local n = q.ndim
@@ -220,38 +205,36 @@ local function sizes_of(q)
    return n
 end
 
-function methods.viewAs(t, a, b)
-   local res, src, tmpl = nil, t, a
-   if b ~= nil then res, src, tmpl = t, a, b end
-   local q = need_tensor('viewAs', tmpl, ' as template', 2)
-   need_tensor('viewAs', src, '', 2)
-   local r = shape_op(OP_VIEW, res, src.p, sizes_of(q), 2)
-   return r
-end
-
--- expand([result,] sizes): size-1 dims repeated without copying (stride 0); -1 keeps a
--- size; extra leading dims may be added.
-function methods.expand(t, a, b, c, d, e, f, g, h, i, j)
-   local res, src = nil, t
-   if isT(a) then
-      res, src = t, a
-      a, b, c, d, e, f, g, h, i = b, c, d, e, f, g, h, i, j
-   elseif j ~= nil then
-      error('expand: more than 8 sizes given', 2)
+-- Installs x:name([result,] sizes) and x:nameAs([result,] template) for a shape op.
+local function def_shape_method(name, op)
+   methods[name] = function(t, a, b, c, d, e, f, g, h, i, j)
+      local res, src = nil, t
+      if isT(a) then
+         res, src = t, a
+         a, b, c, d, e, f, g, h, i = b, c, d, e, f, g, h, i, j
+      elseif j ~= nil then
+         error(name .. ': more than 8 sizes given', 2)
+      end
+      local n = read_sizes(sizes_buf, name, 2, a, b, c, d, e, f, g, h, i)
+      local r = shape_op(op, res, src.p, n, 2)
+      return r
    end
-   local n = read_sizes(sizes_buf, 'expand', 2, a, b, c, d, e, f, g, h, i)
-   local r = shape_op(OP_EXPAND, res, src.p, n, 2)
-   return r
+   methods[name .. 'As'] = function(t, a, b)
+      local res, src, tmpl = nil, t, a
+      if b ~= nil then res, src, tmpl = t, a, b end
+      local q = need_tensor(name .. 'As', tmpl, ' as template', 2)
+      need_tensor(name .. 'As', src, '', 2)
+      local r = shape_op(op, res, src.p, sizes_of(q), 2)
+      return r
+   end
 end
 
-function methods.expandAs(t, a, b)
-   local res, src, tmpl = nil, t, a
-   if b ~= nil then res, src, tmpl = t, a, b end
-   local q = need_tensor('expandAs', tmpl, ' as template', 2)
-   need_tensor('expandAs', src, '', 2)
-   local r = shape_op(OP_EXPAND, res, src.p, sizes_of(q), 2)
-   return r
-end
+-- view([result,] sizes): the same elements with new sizes (one may be -1); the strides
+-- must allow it (a transposed tensor needs contiguous() first). viewAs(template).
+def_shape_method('view', OP_VIEW)
+-- expand([result,] sizes): size-1 dims repeated without copying (stride 0); -1 keeps a
+-- size; extra leading dims may be added. expandAs(template).
+def_shape_method('expand', OP_EXPAND)
 
 ---------------------------------------------------------------------------------------------
 -- squeeze, unsqueeze
