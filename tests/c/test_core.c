@@ -7,7 +7,9 @@
 TEST(tensor_new_sizes_strides_and_release)
 {
     tc_tensor *t = NULL;
+    int64_t allocated = tc_memory_allocated_total();
     CHECK_OK(tc_tensor_new(TC_F32, 3, SZ(2, 3, 4), &t));
+    CHECK(tc_memory_allocated_total() - allocated == 96); /* what the Lua GC pacing reads */
     CHECK(t->ndim == 3 && t->size[0] == 2 && t->size[2] == 4);
     CHECK(t->stride[0] == 12 && t->stride[1] == 4 && t->stride[2] == 1);
     CHECK(tc_tensor_numel(t) == 24 && tc_tensor_is_contiguous(t));
