@@ -19,7 +19,7 @@ CFLAGS   += -std=c11 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-mi
             -fno-math-errno -fno-trapping-math -D_GNU_SOURCE -pthread $(SAN)
 BLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread /usr/include/openblas))
 CPPFLAGS += -Icore $(if $(BLAS_INC),-I$(BLAS_INC)) -DTC_HAVE_OPENBLAS
-LDLIBS   += -lopenblas -lm -lpthread -ldl
+LDLIBS   += -lopenblas -lz -lm -lpthread -ldl
 LUAJIT_CFLAGS := $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
 LUAJIT_LIBS   := $(shell pkg-config --libs luajit 2>/dev/null || echo -lluajit-5.1)
 LUAJIT   ?= luajit
@@ -30,7 +30,7 @@ CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda))
 NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -arch=sm_90 -Icore
 
-CORE_SRC  := $(wildcard core/*.c core/cpu/*.c)
+CORE_SRC  := $(wildcard core/*.c core/cpu/*.c core/autograd/*.c core/data/*.c)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CUDA_SRC  := $(wildcard core/cuda/*.cu)
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
@@ -48,7 +48,7 @@ CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 .PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
-$(BUILD)/%.o: %.c core/tocha.h core/internal.h core/ops.def core/scalar_math.h core/philox.h Makefile
+$(BUILD)/%.o: %.c $(wildcard core/tocha*.h) core/internal.h core/ops.def core/scalar_math.h core/philox.h $(wildcard core/autograd/*.h core/data/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -56,7 +56,7 @@ $(LIB): $(CORE_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libtocha.so -o $@ $^ $(LDLIBS)
 
 # The LuaJIT ffi.cdef text, generated from the public header (never written by hand).
-$(CDEF): core/tocha.h core/ops.def bindings/gen_cdef.sh
+$(CDEF): $(wildcard core/tocha*.h) core/ops.def bindings/gen_cdef.sh
 	@mkdir -p $(BUILD)
 	sh bindings/gen_cdef.sh "$(CC)" core/tocha.h > $@.tmp && mv $@.tmp $@
 
@@ -127,7 +127,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning --suppress=compareBoolExpressionWithInt:core/ops.def -Icore core bindings
 
 format:
-	clang-format -i core/*.c core/*.h core/cpu/*.c bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h
+	clang-format -i core/*.c core/*.h core/cpu/*.c core/autograd/*.[ch] bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h
 
 clean:
 	rm -rf build build-asan

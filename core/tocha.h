@@ -260,6 +260,10 @@ int tc_cuda_available(char *why, size_t cap);
 /* Number of CUDA devices; 0 when CUDA is unavailable. */
 int tc_cuda_device_count(void);
 
+/* Autograd and data loading have their own headers (also part of the ffi.cdef). */
+#include "tocha_autograd.h"
+#include "tocha_data.h"
+
 #ifndef TC_CDEF
 #ifdef __cplusplus
 }

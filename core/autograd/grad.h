@@ -1,0 +1,104 @@
+/* grad.h -- the contract between the autograd engine and the gradient rules.
+ *
+ * Every differentiable op (TC_OPF_DIFF in ops.def) has one rule. A rule is written with ops
+ * (tc_op_run, through the tc_g_* helpers below), never with raw loops: the same rule then
+ * serves eager backward, higher-order gradients (when the engine runs a rule with grad mode
+ * on, the ops it calls are recorded like any other) and, later, the graph compiler.
+ *
+ * Rules live in core/autograd/rules_*.c; each file fills its part of the table through
+ * one tc_grad_rules_<family>() function that rules.c calls once. The engine saves, at
+ * record time, only the inputs/outputs a rule's save mask names (so e.g. add keeps
+ * nothing alive); shapes and dtypes of every input and output are always kept.
+ */
+#ifndef TC_GRAD_H
+#define TC_GRAD_H
+
+#include "internal.h"
+
+/* Shape and dtype of one forward input or output (kept even when the tensor is not). */
+typedef struct tc_tmeta {
+    int32_t dtype;
+    int32_t ndim;
+    int64_t size[TC_MAX_DIMS];
+} tc_tmeta;
+
+void tc_tmeta_of(const tc_tensor *t, tc_tmeta *m);
+
+/* Save mask bits: which forward tensors a rule reads. */
+enum {
+    TC_SAVE_IN0 = 1,
+    TC_SAVE_IN1 = 2,
+    TC_SAVE_IN2 = 4,
+    TC_SAVE_OUT0 = 16,
+    TC_SAVE_OUT1 = 32,
+    TC_SAVE_ALL_IN = 64 /* every input, for list ops */
+};
+
+/* What a rule sees. Arrays have nin (in, meta, needs) or nout (out, out_meta, gout)
+ * entries. in[i] / out[o] are NULL unless the save mask names them. */
+typedef struct tc_grad_ctx {
+    tc_op op;
+    const tc_params *p;           /* the forward call's params */
+    int nin, nout;
+    const tc_tensor *const *in;   /* saved inputs */
+    const tc_tensor *const *out;  /* saved outputs */
+    const tc_tensor *const *gout; /* gradient of each output; NULL means zero */
+    const bool *needs;            /* needs[i]: the gradient of input i is wanted */
+    const tc_tmeta *meta;         /* each forward input's dtype and sizes */
+    const tc_tmeta *out_meta;     /* each forward output's */
+} tc_grad_ctx;
+
+/* gin has nin slots, all NULL on entry. For each i with needs[i] the rule stores a new
+ * reference with exactly meta[i]'s sizes and dtype, or leaves NULL for a zero gradient.
+ * On failure the rule releases what it stored and returns the error. */
+typedef tc_status (*tc_grad_fn)(const tc_grad_ctx *c, tc_tensor **gin);
+
+typedef struct tc_grad_rule {
+    tc_grad_fn fn;
+    int32_t save; /* TC_SAVE_* bits */
+} tc_grad_rule;
+
+/* The rule of op, or NULL when op has none (non-differentiable). Thread-safe. */
+const tc_grad_rule *tc_grad_rule_of(tc_op op);
+
+/* Table parts, one per rules file (called once, under a lock, by rules.c). */
+void tc_grad_rules_ew(tc_grad_rule *t);     /* rules_ew.c: elementwise, copy, where */
+void tc_grad_rules_reduce(tc_grad_rule *t); /* rules_reduce.c: reductions, scans, sort */
+void tc_grad_rules_linalg(tc_grad_rule *t); /* rules_linalg.c: matmul family */
+void tc_grad_rules_shape(tc_grad_rule *t);  /* rules_shape.c: views, index, cat */
+void tc_grad_rules_nn(tc_grad_rule *t);     /* rules_nn.c: conv, pooling, softmax, ... */
+
+/* ---- helpers for writing rules with ops (core/autograd/gops.c) -----------------------
+ * Each makes a new tensor (a new reference in *out) by running ops through tc_op_run,
+ * so it is recorded when the engine runs the rule with grad mode on. On failure *out is
+ * untouched and the error names the op. */
+
+/* Any op with one output: in/nin/p as for tc_op_run. */
+tc_status tc_g_op(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out);
+/* Elementwise op with up to three inputs (b, c may be NULL for lower arity), params s0, s1. */
+tc_status tc_g_ew(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc_tensor *c, double s0, double s1,
+                  tc_tensor **out);
+/* a * v for a number v (a 0-d tensor of a's dtype times a). */
+tc_status tc_g_scale(const tc_tensor *a, double v, tc_tensor **out);
+/* A 0-d tensor of dtype dt holding v. */
+tc_status tc_g_scalar(int dt, double v, tc_tensor **out);
+/* Zeros / a constant of the given meta's sizes and dtype. */
+tc_status tc_g_full(const tc_tmeta *m, double v, tc_tensor **out);
+/* Sums g (a gradient of a broadcast result) down to m's sizes (broadcasting's adjoint) and
+ * converts it to m's dtype. Returns g itself (retained) when nothing is to be done. */
+tc_status tc_g_sum_to(const tc_tensor *g, const tc_tmeta *m, tc_tensor **out);
+/* g with m's sizes: a view when g's strides allow, else a contiguous copy (reshape). */
+tc_status tc_g_reshape(const tc_tensor *g, int ndim, const int64_t *sizes, tc_tensor **out);
+/* Broadcast view of t to m's sizes. */
+tc_status tc_g_expand(const tc_tensor *t, int ndim, const int64_t *sizes, tc_tensor **out);
+/* Swaps dims d0, d1 (a view). */
+tc_status tc_g_transpose(const tc_tensor *t, int d0, int d1, tc_tensor **out);
+/* Sum over dim (0-based; -1 all) keeping it as size 1 when keepdim. */
+tc_status tc_g_sum(const tc_tensor *t, int dim, int keepdim, tc_tensor **out);
+/* A contiguous copy in dtype dt (dt < 0: t's dtype). */
+tc_status tc_g_copy(const tc_tensor *t, int dt, tc_tensor **out);
+
+/* Releases the non-NULL entries of gin[0..n) and clears them (rule failure paths). */
+void tc_g_release_all(tc_tensor **gin, int n);
+
+#endif /* TC_GRAD_H */
