@@ -1,43 +1,92 @@
--- demo.lua -- the main job for now (`make demo`): builds tensors, multiplies matrices and
--- prints results, then fits a linear model by gradient descent written with tensor ops
--- (explicit gradients; autograd arrives with the next milestone).
+-- demo.lua -- the main job (`make demo`): LeNet-5 trained on MNIST on the CPU.
+--
+-- Fetches MNIST once (examples/data/fetch_mnist.sh, into data/mnist), trains for a few
+-- epochs with a progress bar, prints the test accuracy after each epoch and saves a
+-- checkpoint (atomically: a crash mid-save keeps the previous file). Classic Torch7 style:
+-- getParameters + an feval closure + optim.
+--
+--   tocha examples/demo.lua [--epochs 3] [--batch 64] [--lr 0.001] [--threads 2]
 require 'torch'
+require 'nn'
+require 'optim'
+local data = require 'tocha.data'
+local progress = require 'tocha.progress'
+local lenet = require 'models.lenet'
+
+local cmd = torch.CmdLine()
+cmd:text('Train LeNet-5 on MNIST')
+cmd:option('--epochs', 3, 'passes over the training set')
+cmd:option('--batch', 64, 'batch size')
+cmd:option('--lr', 0.001, 'Adam learning rate')
+cmd:option('--seed', 1, 'random seed')
+cmd:option('--threads', 2, 'CPU threads')
+cmd:option('--data', 'data/mnist', 'MNIST folder (fetched when missing)')
+cmd:option('--checkpoint', 'data/lenet_mnist.t7', 'where to save the trained model')
+cmd:option('--limit', 0, 'use only this many training images (0: all; for quick checks)')
+local opt = cmd:parse(arg or {})
+
 torch.setdefaulttensortype('torch.FloatTensor')
-torch.manualSeed(42)
+torch.manualSeed(opt.seed)
+torch.setnumthreads(opt.threads)
 
-print('tocha ' .. torch.version .. ' -- tensors, matrix products, a least-squares fit')
-
-local a = torch.range(1, 6):view(2, 3)
-local b = torch.Tensor({{1, 0}, {0, 1}, {1, 1}})
-print('a =')
-print(a)
-print('b =')
-print(b)
-print('a * b =')
-print(a * b)
-
--- A timed 512x512 product
-local m1, m2 = torch.rand(512, 512), torch.rand(512, 512)
-local timer = torch.Timer()
-local p = torch.mm(m1, m2)
-local secs = timer:time().real
-print(string.format('512x512 matrix product: %.2f ms, %.1f GFLOP/s, checksum %.4f',
-   secs * 1e3, 2 * 512 ^ 3 / secs / 1e9, p:sum() / p:nElement()))
-
--- y = X w_true + noise; recover w by gradient descent on the mean squared error
-local n, d = 1000, 5
-local X = torch.randn(n, d)
-local w_true = torch.Tensor({2, -1, 0.5, 3, -2}):view(d, 1)
-local y = X * w_true + torch.randn(n, 1):mul(0.1)
-local w = torch.zeros(d, 1)
-local lr = 0.1
-for step = 1, 100 do
-   local err = X * w - y                          -- (n, 1)
-   local loss = torch.pow(err, 2):mean()          -- (err:pow(2) would square err in place)
-   local grad = (X:t() * err):mul(2 / n)          -- (d, 1)
-   w:add(-lr, grad)
-   if step == 1 or step % 20 == 0 then print(string.format('step %3d  mse %.5f', step, loss)) end
+if os.execute('sh examples/data/fetch_mnist.sh ' .. opt.data) ~= 0 then
+   error('demo: could not fetch MNIST')
 end
-print('recovered w:')
-print(w:view(d))
-print(string.format('max |w - w_true| = %.4f', (w - w_true):abs():max()))
+local mnist = data.mnist(opt.data)
+local train_x, train_y = mnist.train.images, mnist.train.labels
+if opt.limit > 0 then train_x, train_y = train_x:narrow(1, 1, opt.limit), train_y:narrow(1, 1, opt.limit) end
+print(string.format('MNIST: %d training and %d test images', train_x:size(1), mnist.test.images:size(1)))
+
+-- Batches are built on a background thread: pixels to [0, 1] floats shaped (B, 1, 28, 28)
+-- after the view below; labels 0..9 to LongTensor classes 1..10.
+local function loader(x, y, shuffle)
+   return data.DataLoader(data.TensorDataset(x:view(x:size(1), 1, 28, 28), y), {
+      batchSize = opt.batch, shuffle = shuffle, seed = opt.seed,
+      types = {'torch.FloatTensor', 'torch.LongTensor'}, scale = {1 / 255, 1}, shift = {0, 1}})
+end
+local train_loader = loader(train_x, train_y, true)
+local test_loader = loader(mnist.test.images, mnist.test.labels, false)
+
+local model = lenet({classes = 10})
+local criterion = nn.ClassNLLCriterion()
+print(model)
+local params, grads = model:getParameters()
+print(string.format('%d parameters', params:nElement()))
+local adam_state = {learningRate = opt.lr}
+
+local function evaluate()
+   model:evaluate()
+   local confusion = optim.ConfusionMatrix(10)
+   torch.no_grad(function()
+      for x, y in test_loader:iter() do confusion:batchAdd(model:forward(x), y) end
+   end)
+   confusion:updateValids()
+   return confusion.totalValid
+end
+
+for epoch = 1, opt.epochs do
+   model:training()
+   local bar = progress.new(train_loader:size(), {prefix = string.format('epoch %d ', epoch),
+      unit = 'img', per_step = opt.batch})
+   local step, loss_sum = 0, 0
+   for x, y in train_loader:iter() do
+      local function feval()
+         grads:zero()
+         local output = model:forward(x)
+         local loss = criterion:forward(output, y)
+         model:backward(x, criterion:backward(output, y))
+         return loss, grads
+      end
+      local _, fx = optim.adam(feval, params, adam_state)
+      step, loss_sum = step + 1, loss_sum + fx[1]
+      bar:update(step, {loss = loss_sum / step})
+   end
+   local secs = bar:finish({loss = loss_sum / step})
+   local acc = evaluate()
+   print(string.format('epoch %d: train loss %.4f, test accuracy %.2f%% (%.1f s, %.0f img/s)', epoch,
+      loss_sum / step, 100 * acc, secs, train_x:size(1) / secs))
+end
+
+model:clearState()
+torch.save(opt.checkpoint, model)
+print('saved ' .. opt.checkpoint)
