@@ -1,0 +1,140 @@
+-- nn/Criterion.lua -- nn.Criterion: Torch7's loss contract on tocha's autograd tape.
+--
+-- A criterion writes `updateOutput(input, target)`: it computes the loss as a 0-d tensor
+-- with out-of-place ops and ends with `return self:_setLoss(loss)`, which stores the tensor
+-- in self.outputTensor and its value in self.output (a number, Torch7's). gradInput comes
+-- from the tape (d loss / d input), like nn.Module's; a criterion may override
+-- updateGradInput for speed.
+--
+--   crit:forward(input, target)   -> number (Torch7)
+--   crit:backward(input, target)  -> gradInput (Torch7)
+--   crit(input, target)           -> the 0-d loss tensor (PyTorch style: loss:backward())
+--
+-- forward runs on a grad-requiring alias of an input that does not require grad (see
+-- Module.lua), so backward always has a graph. Targets are never differentiated.
+local nn = ...
+local torch = torch
+
+local Criterion = torch.class('nn.Criterion')
+nn.Criterion = Criterion
+
+local isTensor = torch.isTensor
+local SCALAR = torch.LongStorage() -- the size of a 0-d tensor
+local flatten, rebuild, mname, describe = nn._flatten, nn._rebuild, nn._mname, nn._describe
+
+function Criterion:__init()
+   self.gradInput = torch.Tensor()
+   self.output = 0
+   self.sizeAverage = true
+end
+
+function Criterion:updateOutput(input, target)
+   nn._raise(mname(self) .. ': updateOutput is not implemented')
+end
+
+-- Records the loss tensor (0-d, or 1 element) and returns its value.
+function Criterion:_setLoss(loss)
+   if type(loss) == 'number' then
+      -- a whole reduction of tensors outside any graph (no_grad, or plain inputs) is a
+      -- number: keep the tensor form for crit(input, target) anyway
+      local v = loss
+      loss = torch.Tensor(1):fill(v):view(SCALAR)
+      self.outputTensor, self.output = loss, v
+      return v
+   end
+   if not isTensor(loss) or loss:nElement() ~= 1 then
+      nn._raise(mname(self) .. ': updateOutput must compute a one-element loss tensor, got ' ..
+            describe(loss))
+   end
+   if loss:dim() ~= 0 then loss = loss:view(SCALAR) end
+   self.outputTensor = loss
+   self.output = loss:item()
+   return self.output
+end
+
+Criterion._wrapInput = nn.Module._wrapInput
+Criterion._graphInput = nn.Module._graphInput
+Criterion._agForget = nn.Module._agForget
+
+function Criterion:forward(input, target)
+   return self:updateOutput(self:_wrapInput(input), target)
+end
+
+function Criterion:__call__(input, target)
+   self:updateOutput(input, target)
+   return self.outputTensor
+end
+
+local function zeros_like(x)
+   if x:nElement() == 0 then return x.new() end
+   return x.new():resizeAs(x):zero()
+end
+
+function Criterion:updateGradInput(input, target)
+   local loss = self.outputTensor
+   if loss == nil then
+      nn._raise(mname(self) .. ': backward called before forward')
+   end
+   local gin = self:_graphInput(input)
+   local ins = flatten(gin)
+   local targets, slot = {}, {}
+   for i = 1, #ins do
+      if ins[i].requires_grad then
+         targets[#targets + 1] = ins[i]
+         slot[i] = #targets
+      end
+   end
+   local grads = {}
+   if #targets > 0 then
+      if not loss.requires_grad then
+         nn._raise(mname(self) .. ': backward: the loss has no autograd graph (was forward run ' ..
+               'under torch.no_grad()?)')
+      end
+      grads = torch.autograd.grad({loss}, targets, {loss.new(1):fill(1):view(SCALAR)},
+                                  {retain_graph = true, allow_unused = true})
+   elseif #ins > 0 and nn._is_float(ins[1]) then
+      nn._raise(mname(self) .. ': backward: the input is not part of an autograd graph (was ' ..
+            'forward run under torch.no_grad(), or with a different input?)')
+   end
+   local gl = {}
+   for i = 1, #ins do gl[i] = (slot[i] and grads[slot[i]]) or zeros_like(ins[i]) end
+   self.gradInput = rebuild(gin, gl, 1)
+   return self.gradInput
+end
+
+function Criterion:backward(input, target)
+   return self:updateGradInput(input, target)
+end
+
+function Criterion:type(typename, tensorCache)
+   if typename == nil then return self._type end
+   tensorCache = tensorCache or {}
+   nn.utils.checkType('type', typename)
+   self:_agForget()
+   for k, v in pairs(self) do
+      if k:sub(1, 3) ~= '_ag' then self[k] = nn.utils.recursiveType(v, typename, tensorCache) end
+   end
+   self._type = typename
+   return self
+end
+
+function Criterion:float() return self:type('torch.FloatTensor') end
+function Criterion:double() return self:type('torch.DoubleTensor') end
+function Criterion:cuda()
+   nn._raise(mname(self) .. ':cuda(): CUDA tensors are not supported yet')
+end
+
+function Criterion:clone()
+   return nn.utils.deepCopy(self)
+end
+
+function Criterion:clearState()
+   self.outputTensor = nil
+   return nn.utils.clear(self, 'gradInput')
+end
+
+function Criterion:__tostring__()
+   return torch.typename(self) or 'nn.Criterion'
+end
+
+return Criterion
