@@ -62,6 +62,33 @@ static inline char *tc_base(const tc_tensor *t)
 /* Wraps dim (may be negative, counting from the end) into [0, ndim); error names op. */
 tc_status tc_wrap_dim(const char *opname, int64_t dim, int ndim, int *out);
 
+/* ---- autograd hooks into the dispatcher (core/autograd/node.c) ------------------------ */
+
+/* tc_op_run without autograd: validation, outputs, the kernel, version bumps (dispatch.c). */
+tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout);
+/* tc_op_run when a tensor of the call is flagged for autograd or anomaly mode is on:
+ * in-place checks, then tc_op_exec, then the tape. */
+tc_status tc_autograd_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out,
+                             int nout);
+/* Frees t's autograd state (tc_tensor_release calls it when t->autograd is set). */
+void tc_autograd_tensor_free(tc_tensor *t);
+extern int tc_ag_anomaly_on;
+
+/* Whether tc_op_run must go through tc_autograd_op_run: one flag test per tensor when
+ * nothing requires grad. */
+static inline bool tc_autograd_wanted(const tc_tensor *const *in, int nin, tc_tensor *const *out, int nout)
+{
+    int32_t f = 0;
+    if (in)
+        for (int i = 0; i < nin; i++)
+            if (in[i]) f |= in[i]->flags;
+    if (out)
+        for (int o = 0; o < nout && o < 2; o++)
+            if (out[o]) f |= out[o]->flags;
+    if (f & (TC_TF_REQUIRES_GRAD | TC_TF_VIEW_OF_GRAD)) return tc_grad_enabled() || tc_ag_anomaly_on;
+    return tc_ag_anomaly_on != 0;
+}
+
 /* ---- the backend interface ------------------------------------------------------------ */
 
 /* One validated call: outputs exist with their final sizes and dtypes. */
@@ -110,6 +137,9 @@ tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_sort(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_join(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_random(const tc_kcall *k, tc_outspec *spec);
+tc_status tc_prepare_conv(const tc_kcall *k, tc_outspec *spec);    /* core/shape_nn.c */
+tc_status tc_prepare_pool(const tc_kcall *k, tc_outspec *spec);
+tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec);
 /* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);
@@ -131,6 +161,9 @@ tc_status tc_cpu_index(const tc_kcall *k);
 tc_status tc_cpu_sort(const tc_kcall *k);
 tc_status tc_cpu_join(const tc_kcall *k);
 tc_status tc_cpu_random(const tc_kcall *k);
+tc_status tc_cpu_conv(const tc_kcall *k);    /* conv.c */
+tc_status tc_cpu_pool(const tc_kcall *k);    /* pool.c */
+tc_status tc_cpu_softmax(const tc_kcall *k); /* softmax.c */
 
 /* ---- threads (core/cpu/parallel.c) ---------------------------------------------------- */
 

@@ -308,7 +308,8 @@ tc_status tc_tensor_alias(const tc_tensor *t, tc_tensor **out)
     int32_t rc = a->refcount;
     *a = *t;
     a->refcount = rc;
-    a->autograd = NULL;
+    a->autograd = NULL; /* an alias starts with no history (detach) */
+    a->flags = 0;
     tc_storage_retain(a->storage);
     *out = a;
     return TC_OK;
@@ -322,6 +323,7 @@ void tc_tensor_retain(tc_tensor *t)
 void tc_tensor_release(tc_tensor *t)
 {
     if (!t || tc_atomic_dec(&t->refcount) != 0) return;
+    if (t->autograd) tc_autograd_tensor_free(t);
     tc_storage_release(t->storage);
     __atomic_sub_fetch(&tensors_live, 1, __ATOMIC_RELAXED);
     free(t);
@@ -432,6 +434,7 @@ tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v)
     char *p = NULL;
     TRY(element_ptr("set", t, index, &p));
     tc_store_double(t->dtype, p, v);
+    t->storage->version++; /* a write autograd must see (see tc_op_run) */
     return TC_OK;
 }
 

@@ -86,6 +86,7 @@ typedef struct tc_storage {
     int32_t device;
     void (*deleter)(void *data, void *ctx);
     void *deleter_ctx;
+    int64_t version; /* bumped by every write through tc_op_run (autograd's in-place check) */
 } tc_storage;
 
 /* A strided view of a storage. Sizes, strides and offset are in elements. A tensor with
@@ -162,6 +163,9 @@ typedef enum tc_opkind {
     TC_KIND_JOIN,
     TC_KIND_VIEW,
     TC_KIND_RANDOM,
+    TC_KIND_CONV,    /* conv2d, conv_transpose2d, conv2d_weight (core/shape_nn.c) */
+    TC_KIND_POOL,    /* max/avg/adaptive pooling and their backward ops */
+    TC_KIND_SOFTMAX, /* softmax, log_softmax along a dim */
     TC_KIND_COUNT
 } tc_opkind;
 

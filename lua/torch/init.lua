@@ -262,6 +262,7 @@ do
    for dt, ct in pairs(ctype_of) do
       assert(C.tc_tensor_new(dt, 0, nil, outp) == 0)
       local t = outp[0] -- kept for the life of the process
+      t.flags = C.TC_TF_SCRATCH -- rewritten between calls: autograd saves copies of it
       local ptr = ffi.cast(ct, C.tc_tensor_data(t))
       scalar_t[dt] = t
       if dt == C.TC_BOOL then
@@ -280,6 +281,7 @@ do
    for _, dt in ipairs({C.TC_F16, C.TC_BF16}) do
       assert(C.tc_tensor_new(dt, 0, nil, outp) == 0)
       local t = outp[0]
+      t.flags = C.TC_TF_SCRATCH
       scalar_t[dt] = t
       local idx = ffi.new('int64_t[1]')
       scalar_set[dt] = function(v) C.tc_tensor_set_value(t, idx, v) end
@@ -340,6 +342,11 @@ local index_get, index_set -- set by index.lua
 local typed_new = {} -- dtype -> constructor (tensor.lua): `x.new()` must know x's dtype
 torch._typed_new = typed_new
 
+-- Fields computed on access (autograd.lua: grad, requires_grad, grad_fn, is_leaf): looked up
+-- only after methods, so method calls pay nothing for them.
+local field_get, field_set = {}, {}
+torch._field_get, torch._field_set = field_get, field_set
+
 local tensor_mt = {
    __index = function(t, k)
       -- non-string keys go straight to t[...]: a table key must not be hashed into
@@ -349,10 +356,19 @@ local tensor_mt = {
          return nil
       end
       if k == 'new' then return typed_new[t.p.dtype] end
-      return methods[k]
+      local m = methods[k]
+      if m ~= nil then return m end
+      local f = field_get[k]
+      if f ~= nil then return f(t) end
+      return nil
    end,
    __newindex = function(t, k, v)
       if index_set ~= nil and type(k) ~= 'string' then return index_set(t, k, v) end
+      local f = field_set[k]
+      if f ~= nil then
+         f(t, v) -- not a tail call: the setter raises at level 3, the user's line
+         return
+      end
       error("torch: cannot set field '" .. tostring(k) .. "' of a tensor", 2)
    end,
 }
@@ -412,7 +428,7 @@ if cls.set_cdata_typename then
    end)
 end
 
-for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda'}) do
+for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda', 'serialize', 'autograd'}) do
    load_part(part)
 end
 for _, part in ipairs({'Timer', 'CmdLine', 'Tester'}) do

@@ -15,6 +15,7 @@
 --  - Dims are 1-based, negative dims count from the end; C gets 0-based dims.
 local torch = ...
 local ffi = require 'ffi'
+local bit = require 'bit'
 
 local C = torch._C
 local IN, OUT, P = torch._IN, torch._OUT, torch._P
@@ -206,10 +207,16 @@ M.run2 = run2
 
 -- Runs an op whose result is one element and returns it as a Lua number; the temporary
 -- result is released at once (no Lua handle). nout is the op's result count.
+-- A result that requires grad (its input did, under grad mode) stays a 0-dim tensor, so
+-- PyTorch-style `loss = (x*x):sum(); loss:backward()` works; otherwise a number (Torch7).
 local function run_number(op, nin, nout, level)
    OUT[0], OUT[1] = nil, nil
    if C.tc_op_run(op, IN, nin, P, OUT, nout) ~= 0 then raise(level + 1) end
    local r = OUT[0]
+   if r.flags % 2 == 1 then -- TC_TF_REQUIRES_GRAD
+      if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
+      return wrap(r)
+   end
    local v = C.tc_tensor_item(r)
    C.tc_tensor_release(r)
    if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
@@ -371,12 +378,17 @@ function M.index0(idx, name, level)
 end
 
 -- Turns C's 0-based int64 indices (in place) into Torch7's 1-based ones.
-function M.to1based(ind)
+-- vals: the values output next to ind (max, sort, ...). When it carries autograd history
+-- its node saved ind (the 0-based index output) for backward, so ind must not change: the
+-- 1-based copy is then a new tensor (a result tensor the caller passed is still written).
+function M.to1based(ind, vals, res_given)
    IN[0] = ind.p
    IN[1] = scalar(I64, 1)
    P.s[0] = 1
-   OUT[0] = ind.p
-   C.tc_op_run(C.TC_OP_ADD, IN, 2, P, OUT, 1) -- cannot fail: int64, same shape, in place
+   local fresh = vals ~= nil and not res_given and bit.band(vals.p.flags, C.TC_TF_REQUIRES_GRAD) ~= 0
+   if fresh then OUT[0] = nil else OUT[0] = ind.p end
+   C.tc_op_run(C.TC_OP_ADD, IN, 2, P, OUT, 1) -- cannot fail: int64, same shape
+   if fresh then return torch._wrap(OUT[0]) end
    return ind
 end
 
@@ -410,6 +422,6 @@ end
 ---------------------------------------------------------------------------------------------
 
 for _, part in ipairs({'math_pointwise', 'math_ops', 'math_reduce', 'math_linalg', 'math_index',
-                       'math_conv'}) do
+                       'math_conv', 'math_nn'}) do
    torch._load_part(part)
 end

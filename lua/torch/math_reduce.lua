@@ -158,8 +158,7 @@ local function def_maxmin(name, op, cop)
       P.i[0], P.i[1] = dim0(x, d, name, 3), 1
       IN[0] = x.p
       local v, i = run2(op, 1, rv, ri, 3)
-      M.to1based(i)
-      return v, i
+      return v, M.to1based(i, v, ri ~= nil)
    end
    methods[name] = function(t, a, b, c)
       if a == nil then
@@ -464,8 +463,7 @@ end
 local function run_indices(op, rv, ri, x, level)
    IN[0] = x.p
    local v, i = run2(op, 1, rv, ri, level + 1)
-   M.to1based(i)
-   return v, i
+   return v, M.to1based(i, v, ri ~= nil)
 end
 
 -- sort([dim] [, descending])

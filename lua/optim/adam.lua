@@ -1,0 +1,124 @@
+-- optim/adam.lua -- Adam (with AMSGrad), AdamW (decoupled weight decay) and AdaMax
+-- (Kingma & Ba 2015; Loshchilov & Hutter 2019). Written once; optim.Adam, optim.AdamW and
+-- optim.Adamax call the same functions.
+--
+-- NOTE: epsilon is added to sqrt(v / (1 - beta2^t)), as PyTorch does. Torch7's adam added
+-- it to sqrt(v) and folded the bias correction into the step size; the two differ only by
+-- the scale of epsilon (a factor sqrt(1 - beta2^t) <= 1).
+local U = require 'optim.util'
+
+return function(optim)
+   local A = optim._algos
+
+   -----------------------------------------------------------------------------------------
+   -- adam / adamw
+   --   t = t + 1;  clr = lr / (1 + (t - 1) * learningRateDecay)
+   --   adamw: x = x * (1 - clr * weightDecay);  adam: d = dfdx + weightDecay * x
+   --   m = beta1 m + (1 - beta1) d;  v = beta2 v + (1 - beta2) d^2
+   --   amsgrad: vmax = max(vmax, v), used in place of v
+   --   x = x - clr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + epsilon)
+   -----------------------------------------------------------------------------------------
+   local function adam_hyper(name, decoupled, wd_default)
+      return function(c, x, level)
+         level = level + 1
+         local h = {
+            lr = U.num(name, c, 'learningRate', 1e-3, level),
+            lrd = U.num(name, c, 'learningRateDecay', 0, level),
+            b1 = U.num(name, c, 'beta1', 0.9, level),
+            b2 = U.num(name, c, 'beta2', 0.999, level),
+            eps = U.num(name, c, 'epsilon', 1e-8, level),
+            wd = U.num(name, c, 'weightDecay', wd_default, level),
+            amsgrad = c.amsgrad and true or false,
+            decoupled = decoupled,
+         }
+         if h.b1 < 0 or h.b1 >= 1 or h.b2 < 0 or h.b2 >= 1 then
+            U.fail(name, 'beta1 and beta2 must be in [0, 1), got ' .. h.b1 .. ' and ' .. h.b2, level)
+         end
+         return h
+      end
+   end
+
+   local function adam_apply(x, dfdx, h, st)
+      st.t = (st.t or 0) + 1
+      local t = st.t
+      local clr = h.lr / (1 + (t - 1) * h.lrd)
+      local d = dfdx
+      if h.decoupled then
+         if h.wd ~= 0 then x:mul(1 - clr * h.wd) end
+      else
+         d = U.decayed(st, x, dfdx, h.wd, nil)
+      end
+      local m = U.buf(st, 'm', x, 0)
+      local v = U.buf(st, 'v', x, 0)
+      m:mul(h.b1):add(1 - h.b1, d)
+      v:mul(h.b2):addcmul(1 - h.b2, d, d)
+      local src = v
+      if h.amsgrad then
+         src = U.buf(st, 'vmax', x, 0):cmax(v)
+      end
+      local bc1 = 1 - h.b1 ^ t
+      local bc2 = 1 - h.b2 ^ t
+      local denom = U.tmp(st, '_denom', x):copy(src):sqrt():div(math.sqrt(bc2)):add(h.eps)
+      x:addcdiv(-clr / bc1, m, denom)
+   end
+
+   A.adam = {hyper = adam_hyper('adam', false, 0), apply = adam_apply}
+   A.adamw = {hyper = adam_hyper('adamw', true, 1e-2), apply = adam_apply}
+
+   -- x, {f} = optim.adam(feval, x[, config][, state])
+   -- config: learningRate (1e-3), learningRateDecay (0), beta1 (0.9), beta2 (0.999),
+   --         epsilon (1e-8), weightDecay (0, added to the gradient), amsgrad (false)
+   function optim.adam(opfunc, x, config, state)
+      config, state = U.check_args('adam', opfunc, x, config, state, 2)
+      local h = A.adam.hyper(config, x, 2)
+      local fx, dfdx = U.eval('adam', opfunc, x, 2)
+      U.no_grad(adam_apply, x, dfdx, h, state)
+      return x, {fx}
+   end
+
+   -- x, {f} = optim.adamw(feval, x[, config][, state]): adam with weightDecay (default
+   -- 1e-2) applied to x directly, x = x * (1 - lr * weightDecay), not through the gradient.
+   function optim.adamw(opfunc, x, config, state)
+      config, state = U.check_args('adamw', opfunc, x, config, state, 2)
+      local h = A.adamw.hyper(config, x, 2)
+      local fx, dfdx = U.eval('adamw', opfunc, x, 2)
+      U.no_grad(adam_apply, x, dfdx, h, state)
+      return x, {fx}
+   end
+
+   -----------------------------------------------------------------------------------------
+   -- adamax: the infinity-norm variant.
+   --   m = beta1 m + (1 - beta1) d;  u = max(beta2 u, |d| + epsilon)
+   --   x = x - lr / (1 - beta1^t) * m / u
+   -- Torch7's defaults: learningRate 2e-3, epsilon 1e-38 (optim.Adamax uses PyTorch's 1e-8).
+   -----------------------------------------------------------------------------------------
+   local adamax = {}
+   function adamax.hyper(c, x, level)
+      level = level + 1
+      return {
+         lr = U.num('adamax', c, 'learningRate', 2e-3, level),
+         b1 = U.num('adamax', c, 'beta1', 0.9, level),
+         b2 = U.num('adamax', c, 'beta2', 0.999, level),
+         eps = U.num('adamax', c, 'epsilon', 1e-38, level),
+         wd = U.num('adamax', c, 'weightDecay', 0, level),
+      }
+   end
+   function adamax.apply(x, dfdx, h, st)
+      st.t = (st.t or 0) + 1
+      local d = U.decayed(st, x, dfdx, h.wd, nil)
+      local m = U.buf(st, 'm', x, 0)
+      local u = U.buf(st, 'u', x, 0)
+      m:mul(h.b1):add(1 - h.b1, d)
+      u:mul(h.b2):cmax(U.tmp(st, '_tmp', x):copy(d):abs():add(h.eps))
+      x:addcdiv(-h.lr / (1 - h.b1 ^ st.t), m, u)
+   end
+   A.adamax = adamax
+
+   function optim.adamax(opfunc, x, config, state)
+      config, state = U.check_args('adamax', opfunc, x, config, state, 2)
+      local h = adamax.hyper(config, x, 2)
+      local fx, dfdx = U.eval('adamax', opfunc, x, 2)
+      U.no_grad(adamax.apply, x, dfdx, h, state)
+      return x, {fx}
+   end
+end

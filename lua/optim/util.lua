@@ -1,0 +1,139 @@
+-- optim/util.lua -- what every optim algorithm shares: argument checks that raise at the
+-- user's line, the checked call of the user's `feval`, state buffers, and running the
+-- update math with gradient recording off.
+--
+-- Every algorithm is written once as `update(x, dfdx, config, state)` working in place on
+-- tensors with Torch7's config and state field names. The functional form
+-- (`optim.sgd(feval, x, config, state)`) and the PyTorch-style class (`optim.SGD`) both call
+-- that one function; the class only translates its hyper-parameter names.
+local U = {}
+
+-- Error at `level` (2 = the caller of the function calling U.fail) naming the algorithm.
+function U.fail(name, msg, level)
+   error('optim.' .. name .. ': ' .. msg, level + 1)
+end
+
+local function describe(v)
+   if torch.isTensor(v) then
+      local s = {}
+      for i = 1, v:dim() do s[i] = tostring(v:size(i)) end
+      return v:type() .. ' of size ' .. (#s > 0 and table.concat(s, 'x') or '0')
+   end
+   return type(v)
+end
+U.describe = describe
+
+-- Checks the arguments of a functional form: opfunc must be callable, x a float tensor.
+-- Returns config and state (state defaults to config, Torch7's rule).
+function U.check_args(name, opfunc, x, config, state, level)
+   level = level + 1
+   local t = type(opfunc)
+   if t ~= 'function' and not (t == 'table' and getmetatable(opfunc) and getmetatable(opfunc).__call) then
+      U.fail(name, 'expected a function feval(x) as argument 1, got ' .. describe(opfunc), level)
+   end
+   if not torch.isTensor(x) then
+      U.fail(name, 'expected a tensor x as argument 2, got ' .. describe(x), level)
+   end
+   local tn = x:type()
+   if tn ~= 'torch.DoubleTensor' and tn ~= 'torch.FloatTensor' and tn ~= 'torch.HalfTensor'
+      and not tn:find('Cuda') then
+      U.fail(name, 'x must be a floating point tensor, got ' .. tn, level)
+   end
+   if config ~= nil and type(config) ~= 'table' then
+      U.fail(name, 'config (argument 3) must be a table, got ' .. describe(config), level)
+   end
+   if state ~= nil and type(state) ~= 'table' then
+      U.fail(name, 'state (argument 4) must be a table, got ' .. describe(state), level)
+   end
+   config = config or {}
+   return config, state or config
+end
+
+-- Calls opfunc(x) and checks it returned f (a number or a one-element tensor) and df/dx (a
+-- tensor with x's number of elements). Returns f as a number and dfdx.
+function U.eval(name, opfunc, x, level, no_grad_needed)
+   local f, g = opfunc(x)
+   if torch.isTensor(f) then
+      if f:nElement() ~= 1 then
+         U.fail(name, 'feval must return f(x) as a number or a one-element tensor, got ' ..
+                describe(f), level + 1)
+      end
+      f = f:view(1)[1]
+   elseif type(f) ~= 'number' then
+      U.fail(name, 'feval must return f(x) (a number) and df/dx (a tensor), got ' ..
+             describe(f) .. ' as f(x)', level + 1)
+   end
+   if no_grad_needed then return f, g end
+   if not torch.isTensor(g) then
+      U.fail(name, 'feval must return df/dx as a tensor, got ' .. describe(g), level + 1)
+   end
+   if g:nElement() ~= x:nElement() then
+      U.fail(name, 'df/dx has ' .. g:nElement() .. ' elements but x has ' .. x:nElement() ..
+             ' (' .. describe(g) .. ' vs ' .. describe(x) .. ')', level + 1)
+   end
+   if not g:isSameSizeAs(x) then g = g:view(x:size()) end
+   return f, g
+end
+
+-- Hyper-parameter read from config with a default, checked to be a number.
+function U.num(name, config, key, default, level)
+   local v = config[key]
+   if v == nil then return default end
+   if type(v) ~= 'number' then
+      U.fail(name, 'config.' .. key .. ' must be a number, got ' .. describe(v), level + 1)
+   end
+   return v
+end
+
+-- A per-element hyper-parameter tensor (learningRates, weightDecays) must match x.
+function U.vec(name, config, key, x, level)
+   local v = config[key]
+   if v == nil then return nil end
+   if not torch.isTensor(v) or v:nElement() ~= x:nElement() then
+      U.fail(name, 'config.' .. key .. ' must be a tensor with ' .. x:nElement() ..
+             ' elements like x, got ' .. describe(v), level + 1)
+   end
+   return v
+end
+
+-- state[key], created as a tensor like x filled with `fill` (0 when nil) the first time.
+function U.buf(state, key, x, fill)
+   local b = state[key]
+   if b == nil or b:nElement() ~= x:nElement() then
+      b = x.new():resizeAs(x):fill(fill or 0)
+      state[key] = b
+   elseif not b:isSameSizeAs(x) then
+      b = b:view(x:size())
+      state[key] = b
+   end
+   return b
+end
+
+-- A scratch tensor of x's size kept in state (contents undefined).
+function U.tmp(state, key, x)
+   local b = state[key]
+   if b == nil or not b:isSameSizeAs(x) then
+      b = x.new():resizeAs(x)
+      state[key] = b
+   end
+   return b
+end
+
+-- The gradient with weight decay folded in, without touching the caller's dfdx:
+-- dfdx + wd * x (+ wds .* x). Returns dfdx itself when there is no decay.
+function U.decayed(state, x, dfdx, wd, wds)
+   if (wd == nil or wd == 0) and wds == nil then return dfdx end
+   local d = U.tmp(state, '_dfdx', x):copy(dfdx)
+   if wd ~= nil and wd ~= 0 then d:add(wd, x) end
+   if wds ~= nil then d:addcmul(1, wds:viewAs(x), x) end
+   return d
+end
+
+-- Runs fn(...) with gradient recording off when the autograd engine is loaded: optimizer
+-- updates write parameters in place, which autograd forbids on leaves that require grad.
+function U.no_grad(fn, ...)
+   if torch.no_grad then return torch.no_grad(fn, ...) end
+   return fn(...)
+end
+
+return U
