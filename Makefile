@@ -35,7 +35,7 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CUDA_SRC  := $(wildcard core/cuda/*.cu)
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 EMBED_SRC := bindings/embed.c
-CTEST_SRC := $(wildcard tests/c/test_*.c)
+CTEST_SRC := $(wildcard tests/c/test_*.c) tests/c/gradcheck.c
 
 LIB       := $(BUILD)/libtocha.so
 EMBEDLIB  := $(BUILD)/libtocha_embed.so
@@ -91,7 +91,7 @@ $(BUILD)/core/cuda_loader.o: core/cuda/cuda_api.h
 cuda: $(CUDALIB)
 
 # ---- tests -------------------------------------------------------------------------------
-$(CTESTS): $(CTEST_SRC) tests/c/ctest.h $(LIB)
+$(CTESTS): $(CTEST_SRC) tests/c/ctest.h tests/c/gradcheck.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 # test_cuda.c checks the backend `make` built here (or, without nvcc, that none is found).
