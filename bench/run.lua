@@ -40,14 +40,34 @@ local workloads = {
    {name = 'sgemm 2048x2048 vs OpenBLAS itself', unit = 'GFLOP/s', lower = false,
     a = 'gemm.lua 2048', peak = true, target = 'ratio >= 0.95'},
 }
+-- Training steps (eager, PyTorch-style loop on both sides): each run prints
+-- "ms_per_step peak_rss_mb", giving a time row and a peak-memory row.
+for _, t in ipairs({
+   {'tiny_mlp', 'tiny MLP 10-32-1, batch 8, SGD', 'ratio <= 0.3'},
+   {'mlp', 'MLP 784-512-512-10, batch 128, SGD+momentum', 'ratio <= 1.0'},
+   {'lenet', 'LeNet-5 1x28x28, batch 64, Adam', 'ratio <= 1.0'},
+   {'lstm_lm', 'LSTM LM 2x256, seq 64, batch 32, Adam', 'ratio <= 1.0'},
+}) do
+   workloads[#workloads + 1] = {name = 'train step: ' .. t[2], unit = 'ms/step', lower = true,
+      a = 'train.lua ' .. t[1], b = 'train.py ' .. t[1], target = t[3],
+      extra = {name = 'peak memory: ' .. t[2], unit = 'MB (max RSS)', index = 2, target = 'ratio <= 1.0'}}
+end
+if os.getenv('BENCH_ONLY') then -- e.g. BENCH_ONLY=train: only workloads whose name matches
+   local keep = {}
+   for _, w in ipairs(workloads) do if w.name:find(os.getenv('BENCH_ONLY'), 1, true) then keep[#keep + 1] = w end end
+   workloads = keep
+end
 
+-- Runs cmd; returns the numbers on its last output line (the first one is the measure).
 local function run_one(cmd)
    local p = io.popen(cmd .. ' 2>&1')
    local out = p:read('*a')
    p:close()
-   local v = tonumber(out:match('([%d%.]+)%s*$'))
-   if not v then error('benchmark command failed: ' .. cmd .. '\n' .. out, 0) end
-   return v
+   local last = out:gsub('%s+$', ''):match('([^\n]*)$') or ''
+   local nums = {}
+   for v in last:gmatch('[%d%.]+') do nums[#nums + 1] = tonumber(v) end
+   if #nums == 0 then error('benchmark command failed: ' .. cmd .. '\n' .. out, 0) end
+   return nums
 end
 
 local function median(t)
@@ -78,12 +98,21 @@ for _, w in ipairs(workloads) do
       as[#as + 1] = run_one(acmd)
       bs[#bs + 1] = run_one(bcmd)
    end
-   local ma, mb = median(as), median(bs)
-   local row = {w = w, a = ma, b = mb, ratio = ma / mb,
-                amin = math.min(unpack(as)), amax = math.max(unpack(as)),
-                bmin = math.min(unpack(bs)), bmax = math.max(unpack(bs))}
-   rows[#rows + 1] = row
-   print(string.format('tocha %10.3f  peer %10.3f %-8s ratio %.3f', ma, mb, w.unit, row.ratio))
+   local function add_row(spec, index)
+      local av, bv = {}, {}
+      for i = 1, runs do av[i], bv[i] = as[i][index], bs[i][index] end
+      local ma, mb = median(av), median(bv)
+      local row = {w = spec, a = ma, b = mb, ratio = ma / mb,
+                   amin = math.min(unpack(av)), amax = math.max(unpack(av)),
+                   bmin = math.min(unpack(bv)), bmax = math.max(unpack(bv))}
+      rows[#rows + 1] = row
+      print(string.format('tocha %10.3f  peer %10.3f %-8s ratio %.3f', ma, mb, spec.unit, row.ratio))
+   end
+   add_row(w, 1)
+   if w.extra then
+      io.write(string.format('%-40s ', w.extra.name))
+      add_row(w.extra, w.extra.index)
+   end
 end
 
 local cpu = shell("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"):gsub('^%s+', '')
