@@ -1,0 +1,90 @@
+-- nn/layer_util.lua -- small helpers shared by the layer files (transfer, normalization,
+-- convolution, pooling, padding, upsampling): input checks that name the module, errors
+-- raised at the user's line, and Torch7's "batch or not" dimension rules.
+--
+-- Loaded once by the first layer file that needs it (kept in nn._layer_util); not a part
+-- of init.lua's list because it defines no module.
+local nn = ...
+if nn._layer_util then return nn._layer_util end
+
+local torch = torch
+local isTensor = torch.isTensor
+local U = {}
+
+-- Class name of a module, for messages.
+local function mname(m) return torch.typename(m) or 'nn.Module' end
+U.mname = mname
+
+-- "2x3x4" for a tensor, its Lua type otherwise.
+function U.describe(x)
+   if isTensor(x) then
+      if x:dim() == 0 then return (x:nElement() == 0) and 'empty' or 'scalar' end
+      local s = {}
+      for d = 1, x:dim() do s[d] = tostring(x:size(d)) end
+      return table.concat(s, 'x')
+   end
+   return type(x)
+end
+
+-- The frame to blame for an error: the first caller outside nn/ and torch/ (the user's
+-- line, however deep containers nest the call). Returns a level for error() as seen from
+-- the function that calls raise().
+local function user_level()
+   local k = 3
+   while true do
+      local info = debug.getinfo(k, 'S')
+      if info == nil then return 2 end
+      local src = info.source or ''
+      if src ~= '=[C]' and not src:find('/lua/nn/', 1, true)
+         and not src:find('/lua/torch/', 1, true) then
+         return k - 1
+      end
+      k = k + 1
+   end
+end
+
+-- error("<module>: <message>") at the user's line.
+function U.raise(self, fmt, ...)
+   local msg = mname(self) .. ': ' .. string.format(fmt, ...)
+   error(msg, user_level())
+end
+
+-- input must be a floating-point tensor whose dim is in dims (a set: {[3]=true,[4]=true})
+-- or any dim when dims is nil; returns input.
+function U.check_input(self, input, dims, what)
+   if not isTensor(input) then
+      U.raise(self, 'expected a tensor input, got %s', type(input))
+   end
+   if not torch._is_float_dtype[input.p.dtype] then
+      U.raise(self, 'expected a floating-point tensor, got %s', torch.type(input))
+   end
+   if dims and not dims[input:dim()] then
+      U.raise(self, 'expected %s input, got size %s', what, U.describe(input))
+   end
+   return input
+end
+
+-- A new zero tensor of x's type with the given sizes (a table); requires no grad.
+function U.zeros_like_type(x, sizes)
+   local t = x.new()
+   t:resize(torch.LongStorage(sizes))
+   t:zero()
+   return t
+end
+
+-- A LongTensor from a Lua list of 1-based indices.
+function U.long(list)
+   local t = torch.LongTensor(#list)
+   for i = 1, #list do t[i] = list[i] end
+   return t
+end
+
+-- Sizes of a tensor as a Lua table.
+function U.sizes(x)
+   local s = {}
+   for d = 1, x:dim() do s[d] = x:size(d) end
+   return s
+end
+
+nn._layer_util = U
+return U
