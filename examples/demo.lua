@@ -5,7 +5,7 @@
 -- checkpoint (atomically: a crash mid-save keeps the previous file). Classic Torch7 style:
 -- getParameters + an feval closure + optim.
 --
---   tocha examples/demo.lua [--epochs 3] [--batch 64] [--lr 0.001] [--threads 2]
+--   tocha examples/demo.lua [--epochs 3] [--batch 64] [--lr 0.002] [--gamma 0.5] [--threads 2]
 require 'torch'
 require 'nn'
 require 'optim'
@@ -17,7 +17,8 @@ local cmd = torch.CmdLine()
 cmd:text('Train LeNet-5 on MNIST')
 cmd:option('--epochs', 3, 'passes over the training set')
 cmd:option('--batch', 64, 'batch size')
-cmd:option('--lr', 0.001, 'Adam learning rate')
+cmd:option('--lr', 0.002, 'Adam learning rate')
+cmd:option('--gamma', 0.5, 'learning-rate decay per epoch')
 cmd:option('--seed', 1, 'random seed')
 cmd:option('--threads', 2, 'CPU threads')
 cmd:option('--data', 'data/mnist', 'MNIST folder (fetched when missing)')
@@ -53,6 +54,7 @@ print(model)
 local params, grads = model:getParameters()
 print(string.format('%d parameters', params:nElement()))
 local adam_state = {learningRate = opt.lr}
+local schedule = optim.lr.ExponentialLR(adam_state, opt.gamma) -- halve the rate each epoch
 
 local function evaluate()
    model:evaluate()
@@ -83,8 +85,9 @@ for epoch = 1, opt.epochs do
    end
    local secs = bar:finish({loss = loss_sum / step})
    local acc = evaluate()
-   print(string.format('epoch %d: train loss %.4f, test accuracy %.2f%% (%.1f s, %.0f img/s)', epoch,
-      loss_sum / step, 100 * acc, secs, train_x:size(1) / secs))
+   print(string.format('epoch %d: train loss %.4f, test accuracy %.2f%% (%.1f s, %.0f img/s, lr %g)', epoch,
+      loss_sum / step, 100 * acc, secs, train_x:size(1) / secs, adam_state.learningRate))
+   schedule:step()
 end
 
 model:clearState()
