@@ -1,0 +1,160 @@
+-- tests/lua/nn_attention_spec.lua -- nn.MultiheadAttention, nn.LayerNorm
+-- (nn.LayerNormalization), nn.GELU, nn.SiLU (lua/nn/attention.lua): outputs, attention
+-- weights and gradients against PyTorch 1.13 (tests/golden/gen_nn_seq.py), the module
+-- contract through checkModule (float64 finite differences), bad input.
+require 'nn'
+local H = dofile('tests/lua/nn_helper.lua')
+local U = dofile('tests/lua/spec_util.lua')
+local G = dofile('tests/golden/nn_seq.golden.lua')
+
+torch.setdefaulttensortype('torch.DoubleTensor')
+
+local function T(g)
+   return torch.Tensor(g.data):view(unpack(g.size)):clone()
+end
+
+local function near(a, b, tol, what)
+   assert.are.same(b:size():totable(), a:size():totable(), what)
+   local d = torch.no_grad(function() return (a - b):abs():max() end)
+   assert.is_true(d <= (tol or 1e-9), (what or '') .. ': max diff ' .. d)
+end
+
+describe('nn.MultiheadAttention', function()
+   before_each(function() torch.manualSeed(3) end)
+
+   for _, name in ipairs({'mha', 'mha_masked_bf', 'mha_nobias'}) do
+      it('matches PyTorch: ' .. name, function()
+         local c = G[name]
+         local m = nn.MultiheadAttention(4, 2, {batchFirst = c.batchFirst, bias = c.bias})
+         for _, n in ipairs(m._paramNames) do m[n]:copy(T(c[n])) end
+         local q = T(c.query):requires_grad_(true)
+         local k = T(c.key):requires_grad_(true)
+         local v = T(c.value):requires_grad_(true)
+         local input = {q, k, v}
+         if c.key_padding_mask then
+            input[4] = T(c.key_padding_mask):byte()   -- 1 = ignore that key
+            input[5] = T(c.attn_mask)                 -- additive, with -inf
+         end
+         local out = m(input)
+         near(out, T(c.output), 1e-9, 'output')
+         near(m.attnWeights, T(c.weights), 1e-9, 'weights')
+         torch.autograd.backward({out}, {T(c.gout)})
+         near(q.grad, T(c.grad_query), 1e-9, 'grad query')
+         near(k.grad, T(c.grad_key), 1e-9, 'grad key')
+         near(v.grad, T(c.grad_value), 1e-9, 'grad value')
+         for _, n in ipairs(m._paramNames) do near(m['grad_' .. n], T(c['grad_' .. n]), 1e-9, 'grad ' .. n) end
+      end)
+   end
+
+   it('accepts a byte attention mask and self-attention on one tensor', function()
+      local m = nn.MultiheadAttention(6, 3)
+      local x = torch.randn(4, 2, 6)
+      local causal = torch.ByteTensor(4, 4):zero()
+      for i = 1, 4 do for j = i + 1, 4 do causal[i][j] = 1 end end
+      local a = m:forward({x, x, x, false, causal})
+      local w = m.attnWeights
+      assert.are.equal(0, w[1][1][2])                          -- query 1 sees key 1 only
+      assert.is_true(math.abs(w[2][1][1] - 1) < 1e-12)
+      local f = causal:double():mul(-1e300)                   -- the same mask, additive
+      near(m:forward({x, x, x, false, f}), a, 1e-12)
+      near(m:forward(x), m:forward({x, x, x}), 1e-14)
+      local f = m:clone():float()
+      assert.are.equal('torch.FloatTensor', f.in_proj_weight:type())
+      near(f:forward(x:float()):double(), m:forward(x), 1e-5)
+   end)
+
+   it('passes checkModule (finite differences and the contract)', function()
+      H.checkModule(nn.MultiheadAttention(4, 2), {torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4)})
+      local kpm = torch.ByteTensor(2, 3):zero()
+      kpm[1][2] = 1
+      H.checkModule(nn.MultiheadAttention(4, 1, {batchFirst = true, bias = false}),
+                    {torch.randn(2, 2, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 4), kpm})
+      H.checkModule(nn.MultiheadAttention(4, 2, {dropout = 0.3}), torch.randn(3, 2, 4), {seed = 9})
+   end)
+
+   it('reports bad input at the caller with sizes', function()
+      U.expect_error('nn.MultiheadAttention: embedDim 6 is not divisible by numHeads 4',
+                     function() nn.MultiheadAttention(6, 4) end)
+      local m = nn.MultiheadAttention(4, 2)
+      U.expect_error('nn.MultiheadAttention: expected key of size seq x batch x 4, got 3x2x5',
+                     function() m:forward({torch.randn(3, 2, 4), torch.randn(3, 2, 5), torch.randn(3, 2, 4)}) end)
+      U.expect_error('nn.MultiheadAttention: query 3x2x4, key 5x1x4 and value 5x1x4 do not agree',
+                     function() m:forward({torch.randn(3, 2, 4), torch.randn(5, 1, 4), torch.randn(5, 1, 4)}) end)
+      U.expect_error('nn.MultiheadAttention: expected keyPaddingMask of size 2x5 (batch x source), got 5x2',
+                     function()
+                        m:forward({torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4),
+                                   torch.ByteTensor(5, 2):zero()})
+                     end)
+      U.expect_error('nn.MultiheadAttention: expected attnMask of size 3x5 or 4x3x5, got 5x3',
+                     function()
+                        m:forward({torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4), false,
+                                   torch.zeros(5, 3)})
+                     end)
+   end)
+end)
+
+describe('nn.LayerNorm', function()
+   for _, name in ipairs({'layernorm_last', 'layernorm_two', 'layernorm_plain'}) do
+      it('matches PyTorch: ' .. name, function()
+         local c = G[name]
+         local shape = T(c.shape):totable()
+         local m = nn.LayerNorm(shape, 1e-5, c.affine)
+         if c.affine then
+            m.weight:copy(T(c.weight))
+            m.bias:copy(T(c.bias))
+         else
+            assert.is_nil(m:parameters())
+         end
+         local x = T(c.input):requires_grad_(true)
+         local y = m(x)
+         near(y, T(c.output), 1e-9)
+         torch.autograd.backward({y}, {T(c.gout)})
+         near(x.grad, T(c.grad_input), 1e-9)
+         if c.affine then
+            near(m.gradWeight, T(c.grad_weight), 1e-9)
+            near(m.gradBias, T(c.grad_bias), 1e-9)
+         end
+      end)
+   end
+
+   it('passes checkModule; LayerNormalization is the same module', function()
+      H.checkModule(nn.LayerNorm(4), torch.randn(3, 4))
+      H.checkModule(nn.LayerNorm({2, 3}), torch.randn(2, 2, 3))
+      H.checkModule(nn.LayerNorm(3, 1e-5, false), torch.randn(2, 3))
+      local m = nn.LayerNormalization(5)
+      assert.is_true(torch.isTypeOf(m, 'nn.LayerNorm'))
+      local x = torch.randn(3, 5)
+      local y = m:forward(x)
+      near(y:mean(2), torch.zeros(3, 1), 1e-12)
+      H.checkModule(m, x)
+   end)
+
+   it('reports bad input at the caller with sizes', function()
+      U.expect_error('nn.LayerNorm: expected an input whose last dims are 2x3, got 3x2',
+                     function() nn.LayerNorm({2, 3}):forward(torch.randn(3, 2)) end)
+      U.expect_error('nn.LayerNorm: normalizedShape must hold positive integers',
+                     function() nn.LayerNorm({2, 0}) end)
+   end)
+end)
+
+describe('nn.GELU and nn.SiLU', function()
+   for _, case in ipairs({{'gelu', nn.GELU}, {'gelu_tanh', function() return nn.GELU('tanh') end},
+                          {'silu', nn.SiLU}}) do
+      it('match PyTorch: ' .. case[1], function()
+         local c = G[case[1]]
+         local x = T(c.input):requires_grad_(true)
+         local y = case[2]()(x)
+         near(y, T(c.output), 1e-9)
+         torch.autograd.backward({y}, {torch.ones(y:size())})
+         near(x.grad, T(c.grad_input), 1e-9)
+      end)
+   end
+
+   it('pass checkModule and reject bad input', function()
+      H.checkModule(nn.GELU(), torch.randn(3, 4))
+      H.checkModule(nn.GELU('tanh'), torch.randn(3, 4))
+      H.checkModule(nn.SiLU(), torch.randn(3, 4))
+      U.expect_error("nn.GELU: approximate must be 'none' or 'tanh', got fast", function() nn.GELU('fast') end)
+      U.expect_error('nn.SiLU: expected a tensor input, got table', function() nn.SiLU():forward({}) end)
+   end)
+end)
