@@ -39,7 +39,7 @@ elseif workload == 'lenet' then
 elseif workload == 'lstm_lm' then
    local vocab, emb, hidden, seq, batch = 64, 64, 256, 64, 32
    local embed, lstm, proj = nn.LookupTable(vocab, emb), nn.LSTM(emb, hidden, 2), nn.Linear(hidden, vocab)
-   model = nn.Sequential():add(embed):add(lstm):add(nn.SelectTable(1)):add(nn.View(-1, hidden)):add(proj)
+   model = nn.Sequential():add(embed):add(lstm):add(nn.View(-1, hidden)):add(proj)
    criterion = nn.CrossEntropyCriterion()
    x = torch.LongTensor(seq, batch):random(1, vocab)
    y = torch.LongTensor(seq * batch):random(1, vocab)

@@ -261,9 +261,22 @@ function Module:_wrapInput(input)
    return x
 end
 
+-- Whether backward's input is the one forward saw: the same tensors (by their C header,
+-- so a re-wrapped handle matches) in the same nesting. Torch7 code often rebuilds the
+-- table, as in m:forward({a, b}) ... m:backward({a, b}, g).
+local function same_input(a, b)
+   if rawequal(a, b) then return true end
+   if isTensor(a) then return isTensor(b) and a.p == b.p end
+   if type(a) ~= 'table' or type(b) ~= 'table' or #a ~= #b then return false end
+   for i = 1, #a do
+      if not same_input(a[i], b[i]) then return false end
+   end
+   return true
+end
+
 -- The tape's version of an input handed to backward: the alias forward made for it.
 function Module:_graphInput(input)
-   if self._agInput ~= nil and rawequal(input, self._agInput) then return self._agAlias end
+   if self._agInput ~= nil and same_input(input, self._agInput) then return self._agAlias end
    return input
 end
 
