@@ -4,7 +4,9 @@
  * the op's flags; run the kind's prepare step (shape rules, params; nothing allocated);
  * create or resize the outputs; run the backend kernel. Any failure before the kernel
  * leaves every tensor as it was; freshly allocated outputs are released on failure.
- * (Autograd recording and graph tracing hook in here in later issues.)
+ * Autograd: tc_op_run hands a call to core/autograd/node.c when one of its tensors is
+ * flagged for it (one flag test per tensor otherwise); that code calls tc_op_exec, the
+ * dispatcher proper. Every write into a caller's tensor bumps its storage's version.
  */
 #include "internal.h"
 #include <stdio.h>
@@ -15,6 +17,8 @@ static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
     [TC_KIND_SCAN] = tc_prepare_scan,     [TC_KIND_MATMUL] = tc_prepare_matmul,
     [TC_KIND_INDEX] = tc_prepare_index,   [TC_KIND_SORT] = tc_prepare_sort,
     [TC_KIND_JOIN] = tc_prepare_join,     [TC_KIND_RANDOM] = tc_prepare_random,
+    [TC_KIND_CONV] = tc_prepare_conv,     [TC_KIND_POOL] = tc_prepare_pool,
+    [TC_KIND_SOFTMAX] = tc_prepare_softmax,
 };
 
 static const tc_backend *backend_for(int device)
@@ -60,6 +64,7 @@ static tc_status check_inputs(const tc_kcall *k, int *device)
         const tc_tensor *t = k->in[i];
         if (!t) {
             if (info->kind == TC_KIND_RANDOM) continue; /* optional probability tensor */
+            if (info->kind == TC_KIND_CONV && i == 2) continue; /* optional bias */
             return tc_set_error(TC_ERR_ARG, "%s: input %d is NULL", info->name, i + 1);
         }
         if ((unsigned)t->dtype >= TC_DTYPE_COUNT || t->ndim < 0 || t->ndim > TC_MAX_DIMS)
@@ -114,7 +119,18 @@ static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, tc_ten
     return TC_OK;
 }
 
+static inline void bump_version(tc_tensor *t)
+{
+    if (t && t->storage) t->storage->version++;
+}
+
 tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
+{
+    if (tc_autograd_wanted(in, nin, out, nout)) return tc_autograd_op_run(op, in, nin, p, out, nout);
+    return tc_op_exec(op, in, nin, p, out, nout);
+}
+
+tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
 {
     static const tc_params no_params;
     const tc_opinfo *info = tc_op_info(op);
@@ -127,7 +143,10 @@ tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_para
     if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0]) {
         tc_tensor *o = out[0];
         if (o && o->dtype == in[0]->dtype && tc_same_shape(o, in[0])) {
-            if (tc_cpu_ew_fast(op, info, in, nin, p, o)) return TC_OK;
+            if (tc_cpu_ew_fast(op, info, in, nin, p, o)) {
+                bump_version(o);
+                return TC_OK;
+            }
         } else if (!o && in[0]->storage && tc_tensor_numel(in[0]) < 2 * TC_PARALLEL_GRAIN &&
                    !(info->flags & TC_OPF_CMP) && !tc_is_half(in[0]->dtype)) {
             bool shaped = true;
@@ -179,6 +198,9 @@ tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_para
             if (fresh[o]) tc_tensor_release(res[o]);
         return s;
     }
-    for (int o = 0; o < spec.nout; o++) out[o] = res[o];
+    for (int o = 0; o < spec.nout; o++) {
+        if (!fresh[o]) bump_version(res[o]);
+        out[o] = res[o];
+    }
     return TC_OK;
 }

@@ -13,6 +13,9 @@
 #define CPU_KERNEL_JOIN tc_cpu_join
 #define CPU_KERNEL_VIEW NULL /* views never reach a backend */
 #define CPU_KERNEL_RANDOM tc_cpu_random
+#define CPU_KERNEL_CONV tc_cpu_conv
+#define CPU_KERNEL_POOL tc_cpu_pool
+#define CPU_KERNEL_SOFTMAX tc_cpu_softmax
 
 const tc_backend tc_cpu_backend = {
     .name = "cpu",

@@ -1,0 +1,219 @@
+/* pool.c -- CPU pooling over the last two dims: max_pool2d (values + int64 indices),
+ * avg_pool2d and its backward, adaptive_avg_pool2d and its backward, adaptive_max_pool2d.
+ * f16/bf16 compute in f32.
+ *
+ * Every leading dim is a plane index: a (N, C, H, W) input is N*C independent planes,
+ * spread over the thread pool. Window rules are PyTorch 1.13's CPU kernels, so values and
+ * indices match it exactly:
+ *  - max: the window's first in-range row/column start (dilated steps from h*s - pad), a
+ *    value wins when greater than the best so far or NaN; the index (h*W + w) starts at
+ *    the first in-range position.
+ *  - avg: the window clipped to input + padding gives count_include_pad's divisor, then
+ *    clipped to the input gives the summed range and the other divisor.
+ *  - adaptive: window i covers [floor(i*H/oH), ceil((i+1)*H/oH)).
+ * The backward kernels scatter-add within one plane, so planes stay independent.
+ */
+#include "nn.h"
+#include <math.h>
+
+typedef struct pgeom {
+    int64_t H, W, Ho, Wo;             /* input plane, output plane */
+    int64_t kH, kW, sH, sW, pH, pW, dH, dW;
+    bool include_pad;
+} pgeom;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The avg window of output (i, j): summed range [h0,h1)x[w0,w1) and its divisor; false
+ * when the window lies wholly in the padding. */
+static bool avg_window(const pgeom *g, int64_t i, int64_t j, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1,
+                       int64_t *div)
+{
+    int64_t a = i * g->sH - g->pH, b = j * g->sW - g->pW;
+    int64_t c = min64(a + g->kH, g->H + g->pH), d = min64(b + g->kW, g->W + g->pW);
+    int64_t padded = (c - a) * (d - b);
+    a = max64(a, 0), b = max64(b, 0), c = min64(c, g->H), d = min64(d, g->W);
+    if (a >= c || b >= d) return false;
+    *h0 = a, *h1 = c, *w0 = b, *w1 = d;
+    *div = g->include_pad ? padded : (c - a) * (d - b);
+    return true;
+}
+
+static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64_t *b)
+{
+    *a = (i * in) / out;
+    *b = ((i + 1) * in + out - 1) / out;
+}
+
+#define POOL_LOOPS(T, sfx)                                                                  \
+    static void max_plane_##sfx(const pgeom *g, const T *in, T *out, int64_t *ind)          \
+    {                                                                                       \
+        for (int64_t i = 0; i < g->Ho; i++) {                                               \
+            int64_t h0 = i * g->sH - g->pH, h1 = min64(h0 + (g->kH - 1) * g->dH + 1, g->H); \
+            while (h0 < 0) h0 += g->dH;                                                     \
+            for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                int64_t w0 = j * g->sW - g->pW, w1 = min64(w0 + (g->kW - 1) * g->dW + 1, g->W); \
+                while (w0 < 0) w0 += g->dW;                                                 \
+                T best = -INFINITY;                                                         \
+                int64_t at = h0 * g->W + w0;                                                \
+                for (int64_t h = h0; h < h1; h += g->dH)                                    \
+                    for (int64_t w = w0; w < w1; w += g->dW) {                              \
+                        T v = in[h * g->W + w];                                             \
+                        if (v > best || v != v) best = v, at = h * g->W + w;                \
+                    }                                                                       \
+                out[i * g->Wo + j] = best;                                                  \
+                ind[i * g->Wo + j] = at;                                                    \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    static void avg_plane_##sfx(const pgeom *g, const T *in, T *out)                        \
+    {                                                                                       \
+        for (int64_t i = 0; i < g->Ho; i++)                                                 \
+            for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                int64_t h0, h1, w0, w1, div;                                                \
+                if (!avg_window(g, i, j, &h0, &h1, &w0, &w1, &div)) {                       \
+                    out[i * g->Wo + j] = 0;                                                 \
+                    continue;                                                               \
+                }                                                                           \
+                double sum = 0;                                                             \
+                for (int64_t h = h0; h < h1; h++)                                           \
+                    for (int64_t w = w0; w < w1; w++) sum += in[h * g->W + w];              \
+                out[i * g->Wo + j] = (T)(sum / (double)div);                                \
+            }                                                                               \
+    }                                                                                       \
+    /* gin (H, W) = the adjoint of avg_plane applied to gout (Ho, Wo) */                    \
+    static void avg_back_plane_##sfx(const pgeom *g, const T *gout, T *gin)                 \
+    {                                                                                       \
+        memset(gin, 0, sizeof(T) * (size_t)(g->H * g->W));                                  \
+        for (int64_t i = 0; i < g->Ho; i++)                                                 \
+            for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                int64_t h0, h1, w0, w1, div;                                                \
+                if (!avg_window(g, i, j, &h0, &h1, &w0, &w1, &div)) continue;               \
+                T v = (T)(gout[i * g->Wo + j] / (double)div);                               \
+                for (int64_t h = h0; h < h1; h++)                                           \
+                    for (int64_t w = w0; w < w1; w++) gin[h * g->W + w] += v;               \
+            }                                                                               \
+    }                                                                                       \
+    static void adaptive_plane_##sfx(const pgeom *g, const T *in, T *out, int64_t *ind)     \
+    {                                                                                       \
+        for (int64_t i = 0; i < g->Ho; i++) {                                               \
+            int64_t h0, h1;                                                                 \
+            adaptive_range(i, g->Ho, g->H, &h0, &h1);                                       \
+            for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                int64_t w0, w1;                                                             \
+                adaptive_range(j, g->Wo, g->W, &w0, &w1);                                   \
+                if (!ind) {                                                                 \
+                    double sum = 0;                                                         \
+                    for (int64_t h = h0; h < h1; h++)                                       \
+                        for (int64_t w = w0; w < w1; w++) sum += in[h * g->W + w];          \
+                    out[i * g->Wo + j] = (T)(sum / (double)((h1 - h0) * (w1 - w0)));        \
+                    continue;                                                               \
+                }                                                                           \
+                T best = -INFINITY;                                                         \
+                int64_t at = h0 * g->W + w0;                                                \
+                for (int64_t h = h0; h < h1; h++)                                           \
+                    for (int64_t w = w0; w < w1; w++) {                                     \
+                        T v = in[h * g->W + w];                                             \
+                        if (v > best || v != v) best = v, at = h * g->W + w;                \
+                    }                                                                       \
+                out[i * g->Wo + j] = best;                                                  \
+                ind[i * g->Wo + j] = at;                                                    \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    static void adaptive_back_plane_##sfx(const pgeom *g, const T *gout, T *gin)            \
+    {                                                                                       \
+        memset(gin, 0, sizeof(T) * (size_t)(g->H * g->W));                                  \
+        for (int64_t i = 0; i < g->Ho; i++) {                                               \
+            int64_t h0, h1;                                                                 \
+            adaptive_range(i, g->Ho, g->H, &h0, &h1);                                       \
+            for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                int64_t w0, w1;                                                             \
+                adaptive_range(j, g->Wo, g->W, &w0, &w1);                                   \
+                T v = (T)(gout[i * g->Wo + j] / (double)((h1 - h0) * (w1 - w0)));           \
+                for (int64_t h = h0; h < h1; h++)                                           \
+                    for (int64_t w = w0; w < w1; w++) gin[h * g->W + w] += v;               \
+            }                                                                               \
+        }                                                                                   \
+    }
+POOL_LOOPS(float, f32)
+POOL_LOOPS(double, f64)
+
+typedef struct pool_job {
+    tc_op op;
+    pgeom g;
+    int dt;
+    const char *in;
+    char *out;
+    int64_t *ind;
+    int64_t in_plane, out_plane; /* elements per plane of the input and the result */
+} pool_job;
+
+#define PLANE_CASES(T, sfx)                                                                 \
+    switch (j->op) {                                                                        \
+    case TC_OP_MAX_POOL2D: max_plane_##sfx(g, (const T *)src, (T *)dst, ind); break;        \
+    case TC_OP_AVG_POOL2D: avg_plane_##sfx(g, (const T *)src, (T *)dst); break;             \
+    case TC_OP_AVG_POOL2D_BACKWARD: avg_back_plane_##sfx(g, (const T *)src, (T *)dst); break; \
+    case TC_OP_ADAPTIVE_AVG_POOL2D: adaptive_plane_##sfx(g, (const T *)src, (T *)dst, NULL); break; \
+    case TC_OP_ADAPTIVE_MAX_POOL2D: adaptive_plane_##sfx(g, (const T *)src, (T *)dst, ind); break; \
+    default: adaptive_back_plane_##sfx(g, (const T *)src, (T *)dst); break;                 \
+    }
+
+static void plane_range(void *ctx, int64_t p0, int64_t p1)
+{
+    const pool_job *j = ctx;
+    const pgeom *g = &j->g;
+    int64_t es = tc_elsize(j->dt);
+    for (int64_t p = p0; p < p1; p++) {
+        const char *src = j->in + p * j->in_plane * es;
+        char *dst = j->out + p * j->out_plane * es;
+        int64_t *ind = j->ind ? j->ind + p * j->out_plane : NULL;
+        if (j->dt == TC_F32) {
+            PLANE_CASES(float, f32)
+        } else {
+            PLANE_CASES(double, f64)
+        }
+    }
+}
+
+tc_status tc_cpu_pool(const tc_kcall *k)
+{
+    if (tc_kcall_has_half(k)) return tc_cpu_with_f32(k, tc_cpu_pool);
+    const tc_tensor *x;
+    tc_tensor *tin = NULL, *tout[2] = {NULL, NULL}, *dense[2] = {NULL, NULL};
+    tc_status s;
+    if ((s = tc_nn_dense_in(k->in[0], &tin, &x))) goto done;
+    for (int o = 0; o < k->nout; o++)
+        if ((s = tc_nn_dense_out(k->out[o], &tout[o], &dense[o]))) goto done;
+    if (tc_tensor_numel(dense[0]) == 0) goto done;
+
+    const int64_t *sh = k->p->shape;
+    int nd = x->ndim;
+    pool_job j = {.op = k->op, .dt = x->dtype, .in = tc_base(x), .out = tc_base(dense[0]),
+                  .ind = k->nout > 1 ? (int64_t *)tc_base(dense[1]) : NULL};
+    pgeom *g = &j.g;
+    /* the "input" plane is the larger side: for the backward ops it is the result */
+    bool back = k->op == TC_OP_AVG_POOL2D_BACKWARD || k->op == TC_OP_ADAPTIVE_AVG_POOL2D_BACKWARD;
+    const tc_tensor *big = back ? dense[0] : x, *small = back ? x : dense[0];
+    g->H = big->size[nd - 2], g->W = big->size[nd - 1];
+    g->Ho = small->size[nd - 2], g->Wo = small->size[nd - 1];
+    g->dH = g->dW = 1;
+    if (k->op == TC_OP_MAX_POOL2D || k->op == TC_OP_AVG_POOL2D || k->op == TC_OP_AVG_POOL2D_BACKWARD) {
+        g->kH = sh[0], g->kW = sh[1], g->sH = sh[2], g->sW = sh[3], g->pH = sh[4], g->pW = sh[5];
+        if (k->op == TC_OP_MAX_POOL2D) g->dH = sh[6], g->dW = sh[7];
+        g->include_pad = k->p->i[1] != 0;
+    }
+    j.in_plane = x->size[nd - 2] * x->size[nd - 1];
+    j.out_plane = dense[0]->size[nd - 2] * dense[0]->size[nd - 1];
+    int64_t planes = tc_tensor_numel(dense[0]) / j.out_plane;
+    /* work per plane ~ output elements times the window, or the input plane for adaptive */
+    int64_t per = g->Ho * g->Wo * (g->kH > 0 ? g->kH * g->kW : 1) + g->H * g->W;
+    tc_parallel_for(planes, per >= TC_PARALLEL_GRAIN ? 1 : TC_PARALLEL_GRAIN / per + 1, plane_range, &j);
+    for (int o = 0; o < k->nout; o++) tc_nn_dense_out_finish(k->out[o], tout[o]);
+done:
+    tc_tensor_release(tin);
+    tc_tensor_release(tout[0]);
+    tc_tensor_release(tout[1]);
+    return s;
+}

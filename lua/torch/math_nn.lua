@@ -1,0 +1,235 @@
+-- torch/math_nn.lua -- the nn ops of the C core as torch.* functions: convolution, pooling
+-- and softmax. The nn modules (lua/nn/) call these; every one is differentiable (the
+-- autograd tape records the C ops). Loaded by math.lua.
+--
+-- PyTorch's functional argument order (the preamble's API); geometry arguments (stride,
+-- padding, ...) are a number or a {h, w} table; inputs are (N, C, H, W) or a single image
+-- (C, H, W), whose result drops the batch dim again. Dims are 1-based; max pooling indices
+-- are 1-based positions in each H*W plane (Torch7's convention for the flat form).
+--   torch.conv2d(input, weight [, bias, stride=1, padding=0, dilation=1, groups=1])
+--       weight (O, C/groups, kH, kW), bias (O) or nil
+--   torch.conv_transpose2d(input, weight [, bias, stride=1, padding=0, output_padding=0,
+--       dilation=1, groups=1])                     weight (C, O/groups, kH, kW)
+--   torch.max_pool2d(input, kernel [, stride=kernel, padding=0, dilation=1, ceil_mode=false])
+--       -> output, indices (LongTensor)
+--   torch.avg_pool2d(input, kernel [, stride=kernel, padding=0, ceil_mode=false,
+--       count_include_pad=true])
+--   torch.adaptive_avg_pool2d(input, size), torch.adaptive_max_pool2d(input, size) -> out[, idx]
+--   torch.softmax(x [, dim]), torch.log_softmax(x [, dim]) and x:softmax(dim),
+--       x:log_softmax(dim); dim defaults to the last one.
+local torch = ...
+local C = torch._C
+local M = torch._math
+local methods = torch._methods
+local IN, P = torch._IN, torch._P
+local isT, tp, describe, argerror = M.isT, M.tp, M.describe, M.argerror
+local run, run2 = M.run, M.run2
+local scalar = torch._scalar
+
+-- A geometry argument as two integers (h, w): nil -> default, a number -> both, {h, w}.
+local function pair(v, default, name, what, min, level)
+   if v == nil then v = default end
+   local h, w
+   if type(v) == 'number' then
+      h, w = v, v
+   elseif type(v) == 'table' and #v == 2 and type(v[1]) == 'number' and type(v[2]) == 'number' then
+      h, w = v[1], v[2]
+   elseif isT(v) and v:nElement() == 2 then -- a LongStorage/tensor of two sizes
+      h, w = v[1], v[2]
+   else
+      argerror(name, 'expected a number or a {h, w} table for ' .. what .. ', got ' .. describe(v), level + 1)
+   end
+   if h ~= math.floor(h) or w ~= math.floor(w) or h < min or w < min then
+      argerror(name, string.format('%s must be integers >= %d, got (%s, %s)', what, min, tostring(h),
+                                   tostring(w)), level + 1)
+   end
+   return h, w
+end
+
+local function bool_arg(v, default, name, what, level)
+   if v == nil then return default end
+   if type(v) ~= 'boolean' then
+      argerror(name, 'expected a boolean for ' .. what .. ', got ' .. describe(v), level + 1)
+   end
+   return v
+end
+
+local function set_shape(list)
+   P.nshape = #list
+   for i = 1, #list do P.shape[i - 1] = list[i] end
+end
+
+-- The input as a batch: (C, H, W) -> a (1, C, H, W) view; second result: whether it was one.
+-- (The caller has checked that x is a tensor: tp must be called from the public function
+-- itself to raise at the user's line.)
+local function batched(x, name, level)
+   local p = x.p
+   if p.ndim == 4 then return x, false end
+   if p.ndim == 3 then
+      return M.view(x, {1, tonumber(p.size[0]), tonumber(p.size[1]), tonumber(p.size[2])}, level + 1), true
+   end
+   argerror(name, 'expected a 3D (C,H,W) or 4D (N,C,H,W) input, got ' .. M.size_str(x), level + 1)
+end
+
+local function unbatch(r, single)
+   if single then return r:select(1, 1) end
+   return r
+end
+
+---------------------------------------------------------------------------------------------
+-- Convolution
+---------------------------------------------------------------------------------------------
+
+local function groups_arg(g, name, level)
+   if g == nil then return 1 end
+   if type(g) ~= 'number' or g ~= math.floor(g) or g < 1 then
+      argerror(name, 'groups must be an integer >= 1, got ' .. tostring(g), level + 1)
+   end
+   return g
+end
+
+function torch.conv2d(input, weight, bias, stride, padding, dilation, groups)
+   local name = 'conv2d'
+   tp(input, name)
+   local x, single = batched(input, name, 2)
+   tp(weight, name)
+   if bias ~= nil then tp(bias, name) end
+   local sh, sw = pair(stride, 1, name, 'stride', 1, 2)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
+   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
+   local g = groups_arg(groups, name, 2)
+   set_shape({sh, sw, ph, pw, dh, dw})
+   P.i[0] = g
+   IN[0], IN[1], IN[2] = x.p, weight.p, bias ~= nil and bias.p or nil
+   local r = run(C.TC_OP_CONV2D, 3, nil, 2)
+   return unbatch(r, single)
+end
+
+function torch.conv_transpose2d(input, weight, bias, stride, padding, output_padding, dilation, groups)
+   local name = 'conv_transpose2d'
+   tp(input, name)
+   local x, single = batched(input, name, 2)
+   tp(weight, name)
+   if bias ~= nil then tp(bias, name) end
+   local sh, sw = pair(stride, 1, name, 'stride', 1, 2)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
+   local oh, ow = pair(output_padding, 0, name, 'output_padding', 0, 2)
+   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
+   local g = groups_arg(groups, name, 2)
+   set_shape({sh, sw, ph, pw, dh, dw, oh, ow})
+   P.i[0] = g
+   IN[0], IN[1], IN[2] = x.p, weight.p, bias ~= nil and bias.p or nil
+   local r = run(C.TC_OP_CONV_TRANSPOSE2D, 3, nil, 2)
+   return unbatch(r, single)
+end
+
+---------------------------------------------------------------------------------------------
+-- Pooling
+---------------------------------------------------------------------------------------------
+
+-- New 1-based indices (out of place: the 0-based tensor may be saved by autograd).
+local function plus_one(ind)
+   IN[0] = ind.p
+   IN[1] = scalar(C.TC_I64, 1)
+   P.s[0] = 1
+   local r = run(C.TC_OP_ADD, 2, nil, 3)
+   return r
+end
+
+local function pool_input(x, name, level)
+   local p = x.p
+   if p.ndim ~= 3 and p.ndim ~= 4 then
+      argerror(name, 'expected a 3D (C,H,W) or 4D (N,C,H,W) input, got ' .. M.size_str(x), level + 1)
+   end
+end
+
+function torch.max_pool2d(input, kernel, stride, padding, dilation, ceil_mode)
+   local name = 'max_pool2d'
+   tp(input, name)
+   pool_input(input, name, 2)
+   local kh, kw = pair(kernel, nil, name, 'kernel size', 1, 2)
+   local sh, sw = pair(stride, {kh, kw}, name, 'stride', 1, 2)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
+   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
+   local ceil = bool_arg(ceil_mode, false, name, 'ceil_mode', 2)
+   set_shape({kh, kw, sh, sw, ph, pw, dh, dw})
+   P.i[0] = ceil and 1 or 0
+   IN[0] = input.p
+   local v, i = run2(C.TC_OP_MAX_POOL2D, 1, nil, nil, 2)
+   return v, plus_one(i)
+end
+
+function torch.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
+   local name = 'avg_pool2d'
+   tp(input, name)
+   pool_input(input, name, 2)
+   local kh, kw = pair(kernel, nil, name, 'kernel size', 1, 2)
+   local sh, sw = pair(stride, {kh, kw}, name, 'stride', 1, 2)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
+   local ceil = bool_arg(ceil_mode, false, name, 'ceil_mode', 2)
+   local incl = bool_arg(count_include_pad, true, name, 'count_include_pad', 2)
+   set_shape({kh, kw, sh, sw, ph, pw})
+   P.i[0], P.i[1] = ceil and 1 or 0, incl and 1 or 0
+   IN[0] = input.p
+   local r = run(C.TC_OP_AVG_POOL2D, 1, nil, 2)
+   return r
+end
+
+function torch.adaptive_avg_pool2d(input, size)
+   local name = 'adaptive_avg_pool2d'
+   tp(input, name)
+   pool_input(input, name, 2)
+   local oh, ow = pair(size, nil, name, 'output size', 1, 2)
+   set_shape({oh, ow})
+   IN[0] = input.p
+   local r = run(C.TC_OP_ADAPTIVE_AVG_POOL2D, 1, nil, 2)
+   return r
+end
+
+function torch.adaptive_max_pool2d(input, size)
+   local name = 'adaptive_max_pool2d'
+   tp(input, name)
+   pool_input(input, name, 2)
+   local oh, ow = pair(size, nil, name, 'output size', 1, 2)
+   set_shape({oh, ow})
+   IN[0] = input.p
+   local v, i = run2(C.TC_OP_ADAPTIVE_MAX_POOL2D, 1, nil, nil, 2)
+   return v, plus_one(i)
+end
+
+---------------------------------------------------------------------------------------------
+-- Softmax
+---------------------------------------------------------------------------------------------
+
+local function softmax_into(op, name, x, dim, level)
+   local nd = x.p.ndim
+   local d = dim == nil and math.max(nd - 1, 0) or M.dim0(x, dim, name, level + 1)
+   P.i[0] = d
+   IN[0] = x.p
+   local r = run(op, 1, nil, level + 1)
+   return r
+end
+
+function torch.softmax(x, dim)
+   tp(x, 'softmax')
+   local r = softmax_into(C.TC_OP_SOFTMAX, 'softmax', x, dim, 2)
+   return r
+end
+
+function torch.log_softmax(x, dim)
+   tp(x, 'log_softmax')
+   local r = softmax_into(C.TC_OP_LOG_SOFTMAX, 'log_softmax', x, dim, 2)
+   return r
+end
+
+function methods.softmax(x, dim)
+   tp(x, 'softmax')
+   local r = softmax_into(C.TC_OP_SOFTMAX, 'softmax', x, dim, 2)
+   return r
+end
+
+function methods.log_softmax(x, dim)
+   tp(x, 'log_softmax')
+   local r = softmax_into(C.TC_OP_LOG_SOFTMAX, 'log_softmax', x, dim, 2)
+   return r
+end
