@@ -1,10 +1,10 @@
 -- examples/char_lstm.lua -- a character-level LSTM language model on a Project Gutenberg
--- text (Sherlock Holmes, fetched by examples/fetch_text.sh into data/), trained in classic
+-- text (Sherlock Holmes, fetched by examples/data/fetch_text.sh into data/), trained in classic
 -- Torch7 style (getParameters + optim.adam + a feval closure), then sampled with a
 -- temperature. The loss (nats per character) is printed against the unigram baseline: the
 -- entropy of the character distribution, which a model that ignores context cannot beat.
 --
---   examples/fetch_text.sh && tocha examples/char_lstm.lua [-steps 400 -hidden 128 ...]
+--   tocha examples/char_lstm.lua [-steps 400 -hidden 128 ...]   (fetches the text once)
 require 'nn'
 require 'optim'
 
@@ -28,8 +28,11 @@ torch.manualSeed(opt.seed)
 torch.setdefaulttensortype('torch.FloatTensor')
 
 -- The text as a LongTensor of character ids (1..V) -----------------------------------------
+if opt.data == 'data/pg1661.txt' and not io.open(opt.data, 'rb') then
+   assert(os.execute('sh examples/data/fetch_text.sh') == 0, 'char_lstm: could not fetch the text')
+end
 local f = io.open(opt.data, 'rb')
-if not f then error('char_lstm: ' .. opt.data .. ' not found; run examples/fetch_text.sh first', 0) end
+if not f then error('char_lstm: ' .. opt.data .. ' not found', 0) end
 local text = f:read('*a')
 f:close()
 local ids, chars, counts = {}, {}, {}

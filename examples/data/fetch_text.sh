@@ -1,10 +1,10 @@
 #!/bin/sh
-# examples/fetch_text.sh -- fetch the English text for examples/char_lstm.lua into data/
+# examples/data/fetch_text.sh -- fetch the English text for examples/char_lstm.lua into data/
 # (git-ignored): Project Gutenberg's "The Adventures of Sherlock Holmes" (pg1661.txt, 595 KB),
 # shipped as test data in Debian's golang-github-pierrec-lz4-dev package. Skips the download
 # when the file is already there with the expected size.
 set -e
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dest=data/pg1661.txt
 size=594933
 if [ -f "$dest" ] && [ "$(wc -c < "$dest")" -eq "$size" ]; then
