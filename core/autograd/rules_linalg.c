@@ -73,13 +73,30 @@ static void mv_grads(tc_garena *A, const tc_grad_ctx *c, const tc_tensor *g, int
     if (c->needs[ia + 1]) put(A, c, ia + 1, mat2(A, TC_OP_MV, tr(A, a, 0, 1), g), gin);
 }
 
-/* (n,k)(k,m) or batched (b,n,k)(b,k,m): dA = g B^T, dB = A^T g */
+/* Whether the matrix dims (r, r+1) of t are stored column-major (a transposed view, as
+ * nn.Linear's weight:t() is): its gradient is then produced in that layout too, so the
+ * transpose's own rule hands back a contiguous gradient and accumulating it into a
+ * contiguous .grad is a flat add rather than a strided walk (PyTorch does the same). */
+static bool col_major(const tc_tensor *t, int r)
+{
+    return t && t->size[r] > 1 && t->size[r + 1] > 1 && t->stride[r] == 1 && t->stride[r + 1] == t->size[r];
+}
+
+/* (n,k)(k,m) or batched (b,n,k)(b,k,m): dA = g B^T (or (B g^T)^T), dB = A^T g (or (g^T A)^T) */
 static void mm_grads(tc_garena *A, const tc_grad_ctx *c, tc_op op, const tc_tensor *g, int ia, tc_tensor **gin)
 {
     int r = op == TC_OP_BMM ? 1 : 0;
     const tc_tensor *a = c->in[ia], *b = c->in[ia + 1];
-    if (c->needs[ia]) put(A, c, ia, mat2(A, op, g, tr(A, b, r, r + 1)), gin);
-    if (c->needs[ia + 1]) put(A, c, ia + 1, mat2(A, op, tr(A, a, r, r + 1), g), gin);
+    if (c->needs[ia]) {
+        const tc_tensor *ga = col_major(a, r) ? tr(A, mat2(A, op, b, tr(A, g, r, r + 1)), r, r + 1)
+                                              : mat2(A, op, g, tr(A, b, r, r + 1));
+        put(A, c, ia, ga, gin);
+    }
+    if (c->needs[ia + 1]) {
+        const tc_tensor *gb = col_major(b, r) ? tr(A, mat2(A, op, tr(A, g, r, r + 1), a), r, r + 1)
+                                              : mat2(A, op, tr(A, a, r, r + 1), g);
+        put(A, c, ia + 1, gb, gin);
+    }
 }
 
 TC_GRAD_RULE(mv_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
