@@ -326,6 +326,7 @@ for _, name in ipairs({'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double'
          error(fmt('%s: expected nothing, a count or a %s, got %s', rname, sname, torch.type(x)), 2)
       end
       local cnt = read_elems(self, K, ffi.cast(K.ptr, torch._storage_ptr(s)), n)
+      if type(x) ~= 'number' then torch._storage_written(s) end
       if cnt < n then fail(self, fmt('%s: read error: read %d blocks instead of %d', rname, cnt, n), 2) end
       if type(x) == 'number' then return s end
       return cnt

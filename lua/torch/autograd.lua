@@ -108,6 +108,18 @@ end
 if mt.__le == nil then
    mt.__le = function(a, b) return cmp_value(a, '<=') <= cmp_value(b, '<=') end
 end
+-- `==` with a number compares the value of a one-element tensor (`if x:max() == 0` keeps
+-- working when the max is a 0-dim tensor); between tensors it stays identity (Torch7), and
+-- anything else (nil, strings, tables) is simply not equal.
+if mt.__eq == nil then
+   mt.__eq = function(a, b)
+      if type(b) == 'number' then a, b = b, a end
+      if type(a) == 'number' then
+         return isT(b) and C.tc_tensor_numel(b.p) == 1 and C.tc_tensor_item(b.p) == a
+      end
+      return isT(a) and isT(b) and a.p == b.p
+   end
+end
 
 ---------------------------------------------------------------------------------------------
 -- Grad mode

@@ -26,6 +26,7 @@ local function sized_result(res, dt, n, name, level)
       local r = U.new_sized(dt, n, sizes_buf, name, level + 1)
       return r
    end
+   U.before_write(res.p, name, level + 1) -- filled below through the data pointer
    resize_to(res.p, n, sizes_buf, level + 1)
    return res
 end
@@ -229,13 +230,24 @@ local function triangle(name, lower, a, b, c)
    end
    local q = res.p
    local rows, cols = tonumber(q.size[0]), tonumber(q.size[1])
-   local s0, s1 = tonumber(q.stride[0]), tonumber(q.stride[1])
-   local d, set = data_ptr(q), SET[q.dtype]
+   -- a result with history (x requires grad): zeroed by a recorded maskedFill
+   local recorded = U.grad_write_kind(q) == 'nonleaf' and res.p ~= p
+   local target = res
+   if recorded then target = torch.ByteTensor(rows, cols):zero() else U.before_write(q, name, 3) end
+   local w = target.p
+   local s0, s1 = tonumber(w.stride[0]), tonumber(w.stride[1])
+   local d, set = data_ptr(w), SET[w.dtype]
+   local drop = recorded and 1 or 0
    for i = 0, rows - 1 do
       for j = 0, cols - 1 do
          local keep = lower and (j - i <= k) or (not lower and j - i >= k)
-         if not keep then set(d, i * s0 + j * s1, 0) end
+         if not keep then set(d, i * s0 + j * s1, drop) end
       end
+   end
+   if recorded then
+      clear_params()
+      IN[0], IN[1] = q, w
+      local _ = run(C.TC_OP_MASKED_FILL, 2, res, 3)
    end
    return res
 end

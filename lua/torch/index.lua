@@ -11,8 +11,15 @@
 -- tensor is copied into it; t[mask] = v is maskedFill / maskedCopy.
 -- Element access (t[i] on 1-dim, t[{i, j}]) reads and writes through the data pointer and
 -- strides and allocates nothing. Errors name the index, the dim and its size.
+--
+-- Autograd. A tensor flagged for autograd (requires grad, or a view of one) takes a slower
+-- path, decided by one flags test: its views are made with the view ops (select, narrow)
+-- so the tape records them, and a write is refused into a leaf that requires grad or a
+-- view of a grad tensor (as tc_op_run refuses in-place ops), or recorded as maskedFill /
+-- maskedCopy on a tensor with a grad_fn. Every direct write bumps the storage version.
 local torch = ...
 local ffi = require 'ffi'
+local bit = require 'bit'
 
 local C = torch._C
 local methods = torch._methods
@@ -27,6 +34,7 @@ local U8, BOOL, I64 = C.TC_U8, C.TC_BOOL, C.TC_I64
 local OP_FILL, OP_COPY = C.TC_OP_FILL, C.TC_OP_COPY
 local OP_MASKED_SELECT, OP_MASKED_FILL, OP_MASKED_COPY = C.TC_OP_MASKED_SELECT, C.TC_OP_MASKED_FILL,
    C.TC_OP_MASKED_COPY
+local band, TF_GRAD = bit.band, U.TF_GRAD
 
 -- init.lua's __index / __newindex tail-call the indexers, so their caller is the user's
 -- expression: errors raised here at level 2 point at the user's line.
@@ -97,6 +105,29 @@ local function view_at(p, off, od, level)
    return wrap(outp[0])
 end
 
+-- t[k] for a table key k (already checked by locate) built with the view ops, so autograd
+-- records it: narrow for ranges, select for numbers.
+local function tracked_view(t, k)
+   local r, d, viewed = t, 1, false
+   for j = 1, #k do
+      local e = k[j]
+      if type(e) == 'number' then
+         r, viewed = methods.select(r, d, e), true
+      else
+         local n = r:size(d)
+         if #e >= 1 then
+            local a, b = e[1], e[2] or e[1]
+            a = a < 0 and a + n + 1 or a
+            b = b < 0 and b + n + 1 or b
+            r, viewed = methods.narrow(r, d, a, b - a + 1), true
+         end
+         d = d + 1
+      end
+   end
+   if not viewed then r = methods.narrow(t, 1, 1, t:size(1)) end -- t[{}]: still a new view
+   return r
+end
+
 local function is_mask(q) return q.dtype == U8 or q.dtype == BOOL end
 
 ---------------------------------------------------------------------------------------------
@@ -116,6 +147,10 @@ local function index_get(t, k)
       local dt = p.dtype
       if nd == 1 then
          return GET[dt](cast(PTR[dt], p.storage.data), tonumber(p.offset) + (i - 1) * tonumber(p.stride[0]))
+      end
+      if band(p.flags, TF_GRAD) ~= 0 then
+         local r = methods.select(t, 1, i)
+         return r
       end
       local off = p.offset + (i - 1) * p.stride[0]
       if C.tc_tensor_new_view(p.storage, dt, off, nd - 1, p.size + 1, p.stride + 1, outp) ~= 0 then raise(LVL) end
@@ -137,6 +172,10 @@ local function index_get(t, k)
       if od == 0 then
          local dt = p.dtype
          return GET[dt](cast(PTR[dt], p.storage.data), off)
+      end
+      if band(p.flags, TF_GRAD) ~= 0 then
+         local r = tracked_view(t, k)
+         return r
       end
       local r = view_at(p, off, od, LVL)
       return r
@@ -189,8 +228,49 @@ local function set_element(p, off, v, level)
       end
       x = C.tc_tensor_item(v.p)
    end
-   local dt = p.dtype
-   SET[dt](cast(PTR[dt], p.storage.data), off, x)
+   local dt, st = p.dtype, p.storage
+   SET[dt](cast(PTR[dt], st.data), off, x)
+   st.version = st.version + 1 -- as tc_op_run does for every write
+end
+
+-- t[k] = v into a tensor flagged for autograd, with grad mode on (kind from
+-- U.grad_write_kind; k already checked). A leaf or a view of a grad tensor refuses; a
+-- tensor with a grad_fn gets the write as an in-place maskedFill / maskedCopy over a mask
+-- of t[k]'s elements, which the tape records (the written elements get zero gradient,
+-- a tensor value its share), as PyTorch's CopySlices does.
+local function recorded_set(t, k, v, kind, level)
+   if kind ~= 'nonleaf' then U.grad_write_error('index', kind, level + 1) end
+   local p = t.p
+   local x = scalar_value(v)
+   if x == nil and not isT(v) then value_error(v, level + 1) end
+   local mask = torch.BoolTensor(t:size()):zero()
+   mask[k] = true
+   clear_params()
+   if x ~= nil then
+      IN[0], IN[1] = p, mask.p
+      P.s[0] = x
+      local _ = run(OP_MASKED_FILL, 2, t, level + 1)
+      return
+   end
+   local n, count = U.numel(v.p), mask:sum()
+   if n ~= count then
+      error(fmt('index: cannot assign a tensor of %d elements to %d elements', n, count), level + 1)
+   end
+   local src = v
+   if v.p.dtype ~= p.dtype then -- converted by an op, so the gradient reaches v
+      IN[0] = v.p
+      P.i[0] = p.dtype
+      src = run(OP_COPY, 1, nil, level + 1)
+      clear_params()
+   end
+   IN[0], IN[1], IN[2] = p, mask.p, src.p
+   local _ = run(OP_MASKED_COPY, 3, t, level + 1)
+end
+
+-- Whether t[k] = v must take recorded_set: the kind of refusal, or nil (one flags test).
+local function grad_kind(p)
+   if band(p.flags, TF_GRAD) == 0 then return nil end
+   return U.grad_write_kind(p)
 end
 
 -- view := v: a fill with a number, a copy (converting, counts must match) from a tensor.
@@ -216,6 +296,11 @@ local function index_set(t, k, v)
       local nd = p.ndim
       if nd == 0 then error('index: cannot index a tensor with no dimension with a number', LVL) end
       local i = position(k, 1, tonumber(p.size[0]), LVL)
+      local kind = grad_kind(p)
+      if kind ~= nil then
+         recorded_set(t, k, v, kind, LVL)
+         return
+      end
       local off = tonumber(p.offset) + (i - 1) * tonumber(p.stride[0])
       if nd == 1 then
          set_element(p, off, v, LVL)
@@ -230,11 +315,21 @@ local function index_set(t, k, v)
       if p.ndim == 2 and type(i) == 'number' and type(j) == 'number' and k[3] == nil then
          local off = tonumber(p.offset) + (position(i, 1, tonumber(p.size[0]), LVL) - 1) * tonumber(p.stride[0])
                      + (position(j, 2, tonumber(p.size[1]), LVL) - 1) * tonumber(p.stride[1])
+         local kind = grad_kind(p)
+         if kind ~= nil then
+            recorded_set(t, k, v, kind, LVL)
+            return
+         end
          set_element(p, off, v, LVL)
          return
       end
       if p.storage == nil then error('index: cannot index a tensor with no dimension', LVL) end
       local off, od = locate(p, k, LVL)
+      local kind = grad_kind(p)
+      if kind ~= nil then
+         recorded_set(t, k, v, kind, LVL)
+         return
+      end
       if od == 0 then
          set_element(p, off, v, LVL)
          return
@@ -270,6 +365,11 @@ local function index_set(t, k, v)
       local off, od = locate(p, k:totable(), LVL)
       if od ~= 0 then
          error(fmt('index: a LongStorage index needs one entry per dim (%d), got %d', p.ndim, k.n), LVL)
+      end
+      local kind = grad_kind(p)
+      if kind ~= nil then
+         recorded_set(t, k:totable(), v, kind, LVL)
+         return
       end
       set_element(p, off, v, LVL)
    else

@@ -113,6 +113,13 @@ end
 -- The typed element pointer (for reading sizes out of a LongStorage).
 function torch._storage_ptr(s) return s.d end
 
+-- After a write into s through its pointer: bumps the version autograd checks (tensors
+-- viewing s's memory may have been saved for backward).
+function torch._storage_written(s)
+   local q = s.p
+   if q ~= nil then q.storage.version = q.storage.version + 1 end
+end
+
 local long_ct -- set below
 -- An inline LongStorage holding the n int64 values at arr (t:size(), t:stride()).
 function torch._long_storage_of(arr, n)
@@ -355,6 +362,8 @@ for dt, tname in pairs(type_names) do
             error(fmt('%s: expected a number to store, got %s', name, U.describe(v)), 2)
          end
          set(s.d, k - 1, v)
+         local q = s.p -- C-backed: tensors may view it; autograd must see the write
+         if q ~= nil then q.storage.version = q.storage.version + 1 end
       end,
       __len = function(s) return s.n end,
       __tostring = function(s) return torch._storage_tostring(s) end,

@@ -127,6 +127,56 @@ local util = {isT = isT, describe = describe, size_str = size_str, numel = numel
 torch._tensor_util = util
 
 ---------------------------------------------------------------------------------------------
+-- Writes that bypass tc_op_run (element stores through the data pointer: t[i] = v, apply,
+-- map, eye, tril ...) must do what tc_op_run does for autograd: refuse a write it cannot
+-- record into a tensor that requires grad (grad mode on), and bump the storage version so
+-- a saved copy of the old values is caught at backward. The common case costs one test.
+---------------------------------------------------------------------------------------------
+
+local bit = require 'bit'
+local band = bit.band
+local TF_RG, TF_VIEW = C.TC_TF_REQUIRES_GRAD, C.TC_TF_VIEW_OF_GRAD
+local TF_GRAD = bit.bor(TF_RG, TF_VIEW)
+util.TF_GRAD = TF_GRAD
+
+-- Which refusal applies to a write into p under the current grad mode: 'leaf', 'view',
+-- 'nonleaf' (a tensor with a grad_fn: the caller may record the write with ops instead),
+-- or nil when the write may go ahead.
+local function grad_write_kind(p)
+   if band(p.flags, TF_GRAD) == 0 or C.tc_grad_enabled() == 0 then return nil end
+   if band(p.flags, TF_VIEW) ~= 0 then return 'view' end
+   if C.tc_tensor_is_leaf(p) ~= 0 then return 'leaf' end
+   return 'nonleaf'
+end
+util.grad_write_kind = grad_write_kind
+
+-- The error for a refused write (wording as tc_op_run's, which follows PyTorch's).
+local function grad_write_error(name, kind, level)
+   if kind == 'leaf' then
+      error(name .. ': a leaf tensor that requires grad is being used in an in-place operation; use '
+            .. 'torch.no_grad() to change it, or an out-of-place op', level + 1)
+   elseif kind == 'view' then
+      error(name .. ': writing in place into a view of a tensor that requires grad is not supported; use an '
+            .. 'out-of-place op (e.g. torch.cat, or clone() the view) instead', level + 1)
+   end
+   error(name .. ': this write into a tensor that requires grad (it has a grad_fn) cannot be recorded by '
+         .. 'autograd; use torch.no_grad(), an op (maskedFill, indexCopy, ...), or detach() first', level + 1)
+end
+util.grad_write_error = grad_write_error
+
+-- Call before writing into p through its data pointer: raises (at level) when autograd
+-- must refuse the write, else bumps p's storage version.
+local function before_write(p, name, level)
+   if band(p.flags, TF_GRAD) ~= 0 then
+      local kind = grad_write_kind(p)
+      if kind ~= nil then grad_write_error(name, kind, level + 1) end
+   end
+   local st = p.storage
+   if st ~= nil then st.version = st.version + 1 end
+end
+util.before_write = before_write
+
+---------------------------------------------------------------------------------------------
 -- Size arguments: numbers sz1..sz8, or one LongStorage
 ---------------------------------------------------------------------------------------------
 

@@ -73,25 +73,42 @@ local function need_function(name, fn, level)
    end
 end
 
+-- Before the first store of apply/map/map2 into p (callbacks that only read store nothing,
+-- and are allowed on any tensor): refuses what autograd cannot record (kind from
+-- U.grad_write_kind), else bumps the storage version once. Returns true.
+local function first_write(p, name, kind, level)
+   if kind ~= nil then U.grad_write_error(name, kind, level + 1) end
+   local st = p.storage
+   st.version = st.version + 1
+   return true
+end
+
 -- apply(fn): fn(x) for every element in row-major order; a non-nil result is stored.
 function methods.apply(t, fn)
    need_function('apply', fn, 2)
    local p = t.p
    local n = numel(p)
    if n == 0 then return t end
+   local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
    local d, get, set = data_ptr(p), GET[dt], SET[dt]
    if C.tc_tensor_is_contiguous(p) ~= 0 then
       for i = 0, n - 1 do
          local r = fn(get(d, i))
-         if r ~= nil then set(d, i, result_value('apply', dt, r, 2)) end
+         if r ~= nil then
+            if not wrote then wrote = first_write(p, 'apply', kind, 2) end
+            set(d, i, result_value('apply', dt, r, 2))
+         end
       end
    else
       local nxt = offsets(p)
       for _ = 1, n do
          local o = nxt()
          local r = fn(get(d, o))
-         if r ~= nil then set(d, o, result_value('apply', dt, r, 2)) end
+         if r ~= nil then
+            if not wrote then wrote = first_write(p, 'apply', kind, 2) end
+            set(d, o, result_value('apply', dt, r, 2))
+         end
       end
    end
    return t
@@ -113,6 +130,7 @@ function methods.map(t, src, fn)
    local p = t.p
    local n = same_count('map', p, q, 2)
    if n == 0 then return t end
+   local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
    local d, get, set = data_ptr(p), GET[dt], SET[dt]
    local d2, get2 = data_ptr(q), GET[q.dtype]
@@ -120,7 +138,10 @@ function methods.map(t, src, fn)
    for _ = 1, n do
       local o = nxt()
       local r = fn(get(d, o), get2(d2, nxt2()))
-      if r ~= nil then set(d, o, result_value('map', dt, r, 2)) end
+      if r ~= nil then
+         if not wrote then wrote = first_write(p, 'map', kind, 2) end
+         set(d, o, result_value('map', dt, r, 2))
+      end
    end
    return t
 end
@@ -134,6 +155,7 @@ function methods.map2(t, a, b, fn)
    local n = same_count('map2', p, q1, 2)
    same_count('map2', p, q2, 2)
    if n == 0 then return t end
+   local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
    local d, get, set = data_ptr(p), GET[dt], SET[dt]
    local d1, get1, d2, get2 = data_ptr(q1), GET[q1.dtype], data_ptr(q2), GET[q2.dtype]
@@ -141,7 +163,10 @@ function methods.map2(t, a, b, fn)
    for _ = 1, n do
       local o = nxt()
       local r = fn(get(d, o), get1(d1, nxt1()), get2(d2, nxt2()))
-      if r ~= nil then set(d, o, result_value('map2', dt, r, 2)) end
+      if r ~= nil then
+         if not wrote then wrote = first_write(p, 'map2', kind, 2) end
+         set(d, o, result_value('map2', dt, r, 2))
+      end
    end
    return t
 end
