@@ -448,6 +448,13 @@ end
 
 function Module:backward(input, gradOutput, scale)
    scale = scale or 1
+   -- A Torch7-style module with hand-written updateGradInput / accGradParameters (and no
+   -- backward of its own) gets Torch7's backward: its methods, not the tape.
+   if self.updateGradInput ~= Module.updateGradInput or self.accGradParameters ~= Module.accGradParameters then
+      self.gradInput = self:updateGradInput(input, gradOutput)
+      self:accGradParameters(input, gradOutput, scale)
+      return self.gradInput
+   end
    local gradInput, pg = grad_pass(self, input, gradOutput, true, true)
    self._agPending, self._agPendingGO, self._agPendingOut = nil, nil, nil
    self.gradInput = gradInput

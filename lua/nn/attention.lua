@@ -102,10 +102,15 @@ function MHA:_check(input)
       q, k, v, kpm, am = input[1], input[2] or input[1], input[3] or input[2] or input[1], input[4], input[5]
       if kpm == false then kpm = nil end
       if am == false then am = nil end
+   else
+      raise(fmt('nn.MultiheadAttention: expected a tensor or a table {query, key, value, ...}, got %s',
+                type(input)))
    end
    local E, bf = self.embedDim, self.batchFirst
    local layout = bf and 'batch x seq' or 'seq x batch'
-   for i, x in ipairs({q, k, v}) do
+   local qkv = {q, k, v}
+   for i = 1, 3 do -- not ipairs: a nil query (bad input) would end the loop unchecked
+      local x = qkv[i]
       if not isT(x) or x:dim() ~= 3 or x:size(3) ~= E then
          raise(fmt('nn.MultiheadAttention: expected %s of size %s x %d, got %s',
                    ({'query', 'key', 'value'})[i], layout, E, sizestr(x)))

@@ -1,8 +1,8 @@
 -- nn/criterions_more.lua -- Torch7's embedding, ranking and combining criterions:
 -- HingeEmbedding, L1HingeEmbedding, CosineEmbedding, MarginRanking, DistanceRatio,
--- ClassSimplex, and MultiCriterion, ParallelCriterion, ModuleCriterion. Same contract as
--- criterions.lua (whose helpers, nn._crit, these use): a one-element loss tensor from
--- out-of-place ops, gradients from the tape.
+-- ClassSimplex, SpatialAutoCropMSE, and MultiCriterion, ParallelCriterion, ModuleCriterion.
+-- Same contract as criterions.lua (whose helpers, nn._crit, these use): a one-element
+-- loss tensor from out-of-place ops, gradients from the tape.
 local nn = ...
 local torch = torch
 
@@ -163,6 +163,39 @@ function ClassSimplexCriterion:updateOutput(input, target)
    local emb = self.simplex:type(input:type()):index(1, t):view(input:size())
    local d = input - emb
    return self:_setLoss(reduce(self, torch.cmul(d, d), input:nElement()))
+end
+
+-- Torch7's SpatialAutoCropMSECriterion([sizeAverage]): MSE between a (C,H,W) or (N,C,H,W)
+-- input and the target centre-cropped to the input's height and width (for networks whose
+-- unpadded convolutions shrink the output). The crop starts at 1 + floor((target - input)
+-- / 2) in each spatial dimension, as in Torch7; sizeAverage divides by the input's size.
+local SpatialAutoCropMSECriterion, MSE = torch.class('nn.SpatialAutoCropMSECriterion', 'nn.MSECriterion')
+function SpatialAutoCropMSECriterion:__init(sizeAverage)
+   MSE.__init(self, sizeAverage)
+end
+local function center_crop(self, input, target)
+   H.input(self, input)
+   local d = input:dim()
+   if not isTensor(target) or (d ~= 3 and d ~= 4) or target:dim() ~= d then
+      fail(self, 'expected input and target of 3 or 4 dimensions ((N,)C,H,W), got input %s and target %s',
+           describe(input), describe(target))
+   end
+   for k = 1, d - 2 do
+      if input:size(k) ~= target:size(k) then
+         fail(self, 'input %s and target %s differ in dimension %d', describe(input), describe(target), k)
+      end
+   end
+   local ih, iw, th, tw = input:size(d - 1), input:size(d), target:size(d - 1), target:size(d)
+   if ih > th or iw > tw then
+      fail(self, 'the input %s is spatially larger than the target %s', describe(input), describe(target))
+   end
+   return target:narrow(d - 1, 1 + math.floor((th - ih) / 2), ih):narrow(d, 1 + math.floor((tw - iw) / 2), iw)
+end
+function SpatialAutoCropMSECriterion:updateOutput(input, target)
+   return MSE.updateOutput(self, input, center_crop(self, input, target))
+end
+function SpatialAutoCropMSECriterion:updateGradInput(input, target)
+   return MSE.updateGradInput(self, input, center_crop(self, input, target))
 end
 
 ---------------------------------------------------------------------------------------------

@@ -65,8 +65,10 @@ function Copy:updateGradInput(input, gradOutput)
    self.gradInput = gi
    return gi
 end
+-- Torch7 casts its output buffer, so after m:float() a Copy gives floats: follow the cast
 function Copy:type(typename, cache)
    if self.dontCast then return self end
+   if typename ~= nil then self.intype, self.outtype = typename, typename end
    return Copy_parent.type(self, typename, cache)
 end
 
@@ -412,7 +414,9 @@ function OneHot:updateOutput(input)
    if idx:nElement() > 0 and (idx:min() < 1 or idx:max() > self.outputSize) then
       nn._raise(string.format('%s: index out of range 1..%d', tostring(self), self.outputSize))
    end
+   -- the module's tensor type (m:float() gives float one-hots, as Torch7's cast buffer)
    local out = torch.Tensor(idx:size(1), self.outputSize):zero()
+   if self._type then out = out:type(self._type) end
    if idx:nElement() > 0 then out:scatter(2, idx, 1) end
    local sz = input:size():totable()
    sz[#sz + 1] = self.outputSize

@@ -427,3 +427,36 @@ describe('backward with a rebuilt input table', function()
       assert.is_true((g[2] - a):abs():max() < 1e-12)
    end)
 end)
+
+describe('a Torch7-style module with hand-written backward methods', function()
+   it('runs its own updateGradInput and accGradParameters from backward', function()
+      local Twice, parent = torch.class('nn.TestTwiceHandWritten', 'nn.Module')
+      function Twice:__init()
+         parent.__init(self)
+         self.weight = torch.Tensor(1):fill(3)
+         self.gradWeight = torch.Tensor(1):zero()
+      end
+      function Twice:updateOutput(input)
+         -- a forward the tape does not see (Torch7 modules write outputs in place)
+         self.output = torch.no_grad(function() return input * self.weight[1] end)
+         return self.output
+      end
+      function Twice:updateGradInput(input, gradOutput)
+         self.gradInput = gradOutput * self.weight[1]
+         return self.gradInput
+      end
+      function Twice:accGradParameters(input, gradOutput, scale)
+         self.gradWeight[1] = self.gradWeight[1] + (scale or 1) * torch.dot(input, gradOutput)
+      end
+      local m = nn.TestTwiceHandWritten()
+      local x = torch.Tensor({1, 2})
+      m:forward(x)
+      local gi = m:backward(x, torch.Tensor({1, 1}), 0.5)
+      assert.are.same({3, 3}, gi:totable())
+      assert.are.equal(1.5, m.gradWeight[1])
+      -- inside a container too
+      local seq = nn.Sequential():add(nn.TestTwiceHandWritten()):add(nn.Linear(2, 1))
+      seq:forward(x)
+      assert.are.equal(2, seq:backward(x, torch.ones(1)):nElement())
+   end)
+end)
