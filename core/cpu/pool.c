@@ -46,7 +46,37 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
     *b = ((i + 1) * in + out - 1) / out;
 }
 
+/* The window [h0,h1) x [w0,w1) of a plane W wide, rows and columns every dh / dw. Max
+ * keeps the first maximum (NaN wins) and returns its flat index in *at; the sum adds in
+ * double; add puts v into every element of the window (the adjoint of the sum). */
+#define WINDOW_OPS(T, sfx)                                                                  \
+    static T window_max_##sfx(const T *in, int64_t W, int64_t h0, int64_t h1, int64_t dh, int64_t w0, \
+                              int64_t w1, int64_t dw, int64_t *at)                          \
+    {                                                                                       \
+        T best = -INFINITY;                                                                 \
+        *at = h0 * W + w0;                                                                  \
+        for (int64_t h = h0; h < h1; h += dh)                                               \
+            for (int64_t w = w0; w < w1; w += dw) {                                         \
+                T v = in[h * W + w];                                                        \
+                if (v > best || v != v) best = v, *at = h * W + w;                          \
+            }                                                                               \
+        return best;                                                                        \
+    }                                                                                       \
+    static double window_sum_##sfx(const T *in, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1) \
+    {                                                                                       \
+        double sum = 0;                                                                     \
+        for (int64_t h = h0; h < h1; h++)                                                   \
+            for (int64_t w = w0; w < w1; w++) sum += in[h * W + w];                         \
+        return sum;                                                                         \
+    }                                                                                       \
+    static void window_add_##sfx(T *gin, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1, T v) \
+    {                                                                                       \
+        for (int64_t h = h0; h < h1; h++)                                                   \
+            for (int64_t w = w0; w < w1; w++) gin[h * W + w] += v;                          \
+    }
+
 #define POOL_LOOPS(T, sfx)                                                                  \
+    WINDOW_OPS(T, sfx)                                                                      \
     static void max_plane_##sfx(const pgeom *g, const T *in, T *out, int64_t *ind)          \
     {                                                                                       \
         for (int64_t i = 0; i < g->Ho; i++) {                                               \
@@ -55,15 +85,8 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
             for (int64_t j = 0; j < g->Wo; j++) {                                           \
                 int64_t w0 = j * g->sW - g->pW, w1 = min64(w0 + (g->kW - 1) * g->dW + 1, g->W); \
                 while (w0 < 0) w0 += g->dW;                                                 \
-                T best = -INFINITY;                                                         \
-                int64_t at = h0 * g->W + w0;                                                \
-                for (int64_t h = h0; h < h1; h += g->dH)                                    \
-                    for (int64_t w = w0; w < w1; w += g->dW) {                              \
-                        T v = in[h * g->W + w];                                             \
-                        if (v > best || v != v) best = v, at = h * g->W + w;                \
-                    }                                                                       \
-                out[i * g->Wo + j] = best;                                                  \
-                ind[i * g->Wo + j] = at;                                                    \
+                out[i * g->Wo + j] =                                                        \
+                    window_max_##sfx(in, g->W, h0, h1, g->dH, w0, w1, g->dW, &ind[i * g->Wo + j]); \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
@@ -76,10 +99,7 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
                     out[i * g->Wo + j] = 0;                                                 \
                     continue;                                                               \
                 }                                                                           \
-                double sum = 0;                                                             \
-                for (int64_t h = h0; h < h1; h++)                                           \
-                    for (int64_t w = w0; w < w1; w++) sum += in[h * g->W + w];              \
-                out[i * g->Wo + j] = (T)(sum / (double)div);                                \
+                out[i * g->Wo + j] = (T)(window_sum_##sfx(in, g->W, h0, h1, w0, w1) / (double)div); \
             }                                                                               \
     }                                                                                       \
     /* gin (H, W) = the adjoint of avg_plane applied to gout (Ho, Wo) */                    \
@@ -90,9 +110,7 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
             for (int64_t j = 0; j < g->Wo; j++) {                                           \
                 int64_t h0, h1, w0, w1, div;                                                \
                 if (!avg_window(g, i, j, &h0, &h1, &w0, &w1, &div)) continue;               \
-                T v = (T)(gout[i * g->Wo + j] / (double)div);                               \
-                for (int64_t h = h0; h < h1; h++)                                           \
-                    for (int64_t w = w0; w < w1; w++) gin[h * g->W + w] += v;               \
+                window_add_##sfx(gin, g->W, h0, h1, w0, w1, (T)(gout[i * g->Wo + j] / (double)div)); \
             }                                                                               \
     }                                                                                       \
     static void adaptive_plane_##sfx(const pgeom *g, const T *in, T *out, int64_t *ind)     \
@@ -103,22 +121,11 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
             for (int64_t j = 0; j < g->Wo; j++) {                                           \
                 int64_t w0, w1;                                                             \
                 adaptive_range(j, g->Wo, g->W, &w0, &w1);                                   \
-                if (!ind) {                                                                 \
-                    double sum = 0;                                                         \
-                    for (int64_t h = h0; h < h1; h++)                                       \
-                        for (int64_t w = w0; w < w1; w++) sum += in[h * g->W + w];          \
-                    out[i * g->Wo + j] = (T)(sum / (double)((h1 - h0) * (w1 - w0)));        \
-                    continue;                                                               \
-                }                                                                           \
-                T best = -INFINITY;                                                         \
-                int64_t at = h0 * g->W + w0;                                                \
-                for (int64_t h = h0; h < h1; h++)                                           \
-                    for (int64_t w = w0; w < w1; w++) {                                     \
-                        T v = in[h * g->W + w];                                             \
-                        if (v > best || v != v) best = v, at = h * g->W + w;                \
-                    }                                                                       \
-                out[i * g->Wo + j] = best;                                                  \
-                ind[i * g->Wo + j] = at;                                                    \
+                if (ind)                                                                    \
+                    out[i * g->Wo + j] = window_max_##sfx(in, g->W, h0, h1, 1, w0, w1, 1, &ind[i * g->Wo + j]); \
+                else                                                                        \
+                    out[i * g->Wo + j] =                                                    \
+                        (T)(window_sum_##sfx(in, g->W, h0, h1, w0, w1) / (double)((h1 - h0) * (w1 - w0))); \
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
@@ -132,8 +139,7 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
                 int64_t w0, w1;                                                             \
                 adaptive_range(j, g->Wo, g->W, &w0, &w1);                                   \
                 T v = (T)(gout[i * g->Wo + j] / (double)((h1 - h0) * (w1 - w0)));           \
-                for (int64_t h = h0; h < h1; h++)                                           \
-                    for (int64_t w = w0; w < w1; w++) gin[h * g->W + w] += v;               \
+                window_add_##sfx(gin, g->W, h0, h1, w0, w1, v);                             \
             }                                                                               \
         }                                                                                   \
     }

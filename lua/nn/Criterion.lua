@@ -106,20 +106,10 @@ function Criterion:backward(input, target)
    return self:updateGradInput(input, target)
 end
 
-function Criterion:type(typename, tensorCache)
-   if typename == nil then return self._type end
-   tensorCache = tensorCache or {}
-   nn.utils.checkType('type', typename)
-   self:_agForget()
-   for k, v in pairs(self) do
-      if k:sub(1, 3) ~= '_ag' then self[k] = nn.utils.recursiveType(v, typename, tensorCache) end
-   end
-   self._type = typename
-   return self
-end
-
-function Criterion:float() return self:type('torch.FloatTensor') end
-function Criterion:double() return self:type('torch.DoubleTensor') end
+-- type / float / double: nn.Module's (every field converted, the autograd state dropped)
+Criterion.type = nn.Module.type
+Criterion.float = nn.Module.float
+Criterion.double = nn.Module.double
 function Criterion:cuda()
    nn._raise(mname(self) .. ':cuda(): CUDA tensors are not supported yet')
 end

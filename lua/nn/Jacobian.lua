@@ -22,6 +22,13 @@ local function flat_output(module, input)
    return torch.cat(parts, 1)
 end
 
+-- Uniform [0, 1) tensors shaped like out's (a tensor or a nested table of them).
+local function random_like(out)
+   local l = {}
+   for i, o in ipairs(nn._flatten(out)) do l[i] = torch.rand(o:size()):typeAs(o) end
+   return nn._rebuild(out, l, 1)
+end
+
 -- d output / d param by central differences; param defaults to the input tensor.
 function Jacobian.forward(module, input, param, perturbation)
    param = param or input
@@ -103,11 +110,7 @@ function Jacobian.testJacobianUpdateParameters(module, input, param, minval, max
    fill_input(input, minval, maxval)
    nn._no_grad(fill_input, param, minval, maxval)
    local out = module:forward(input)
-   local go = nn._rebuild(out, (function()
-      local l = {}
-      for i, o in ipairs(nn._flatten(out)) do l[i] = torch.rand(o:size()):typeAs(o) end
-      return l
-   end)(), 1)
+   local go = random_like(out)
    local idx
    for i, w in ipairs(module:parameters() or {}) do
       if w:isSetTo(param) then idx = i break end
@@ -134,11 +137,7 @@ function Jacobian.testIO(module, input, minval, maxval)
    end
    fill_input(input, minval, maxval)
    local out = module:forward(input)
-   local go = nn._rebuild(out, (function()
-      local l = {}
-      for i, o in ipairs(nn._flatten(out)) do l[i] = torch.rand(o:size()):typeAs(o) end
-      return l
-   end)(), 1)
+   local go = random_like(out)
    local gi = module:backward(input, go)
    local f = torch.MemoryFile('rw'):binary()
    f:writeObject(module)

@@ -37,7 +37,6 @@ local Module = torch.class('nn.Module')
 nn.Module = Module
 
 local isTensor = torch.isTensor
-local unpack = unpack or table.unpack
 
 ---------------------------------------------------------------------------------------------
 -- Small helpers shared by the nn files (exported as nn._*)
@@ -112,14 +111,15 @@ end
 nn._raise = raise
 
 -- Runs f(...) with grad mode off and restores the previous mode (also on error).
-local function no_grad(f, ...)
-   local prev = torch.set_grad_enabled(false)
-   local r = {pcall(f, ...)}
-   torch.set_grad_enabled(prev)
-   if not r[1] then error(r[2], 0) end
-   return unpack(r, 2, table.maxn(r))
-end
+local no_grad = torch.no_grad
 nn._no_grad = no_grad
+
+-- For a class whose updateGradInput is computed directly (bookkeeping, no parameters, no
+-- tape walk): backward is updateGradInput and accGradParameters does nothing.
+function nn._directBackward(cls)
+   cls.accGradParameters = function() end
+   cls.backward = function(self, input, gradOutput) return self:updateGradInput(input, gradOutput) end
+end
 
 ---------------------------------------------------------------------------------------------
 -- Construction

@@ -88,13 +88,19 @@ function Sequential:updateGradInput(input, gradOutput)
    return g
 end
 
-function Sequential:accGradParameters(input, gradOutput, scale)
+-- The children last to first, child:fn(its input, gradOutput, arg), where a child's
+-- gradOutput is the gradInput its successor already holds (from updateGradInput).
+local function seq_params(self, input, gradOutput, fn, arg)
    local mods, g = self.modules, gradOutput
    for i = #mods, 2, -1 do
-      call(self, i, 'accGradParameters', mods[i - 1].output, g, scale or 1)
+      call(self, i, fn, mods[i - 1].output, g, arg)
       g = mods[i].gradInput
    end
-   if #mods > 0 then call(self, 1, 'accGradParameters', self:_graphInput(input), g, scale or 1) end
+   if #mods > 0 then call(self, 1, fn, self:_graphInput(input), g, arg) end
+end
+
+function Sequential:accGradParameters(input, gradOutput, scale)
+   seq_params(self, input, gradOutput, 'accGradParameters', scale or 1)
 end
 
 function Sequential:backward(input, gradOutput, scale)
@@ -107,12 +113,7 @@ function Sequential:backward(input, gradOutput, scale)
 end
 
 function Sequential:accUpdateGradParameters(input, gradOutput, lr)
-   local mods, g = self.modules, gradOutput
-   for i = #mods, 2, -1 do
-      call(self, i, 'accUpdateGradParameters', mods[i - 1].output, g, lr)
-      g = mods[i].gradInput
-   end
-   if #mods > 0 then call(self, 1, 'accUpdateGradParameters', self:_graphInput(input), g, lr) end
+   seq_params(self, input, gradOutput, 'accUpdateGradParameters', lr)
 end
 
 function Sequential:__tostring__()
@@ -131,17 +132,58 @@ end
 ---------------------------------------------------------------------------------------------
 
 -- Runs f with grad mode off (gradient bookkeeping is not part of any graph).
-local function quiet(f, ...)
-   local prev = torch.set_grad_enabled(false)
-   local a, b = f(...)
-   torch.set_grad_enabled(prev)
-   return a, b
-end
+local quiet = nn._no_grad
 
 -- acc + g (nested), as a fresh result when acc is nil.
 local function add_grads(acc, g)
    if acc == nil then return nn.utils.recursiveCopy(nil, g) end
    return (nn.utils.recursiveAdd(acc, 1, g))
+end
+
+-- Gives Class Torch7's three backward entry points from one
+-- back(self, input, gradOutput, fn, scale), fn naming the child method to chain.
+local function define_backward(Class, back)
+   function Class:updateGradInput(input, gradOutput)
+      return back(self, input, gradOutput, 'updateGradInput')
+   end
+   function Class:accGradParameters(input, gradOutput, scale)
+      back(self, input, gradOutput, 'accGradParameters', scale or 1)
+   end
+   function Class:backward(input, gradOutput, scale)
+      return back(self, input, gradOutput, 'backward', scale or 1)
+   end
+end
+
+-- Every child saw the same input x; child i gets gradOutputs[i]. gradInput is the sum of
+-- the children's (nothing for accGradParameters).
+local function fan_out_back(self, x, gradOutputs, fn, scale)
+   local acc
+   for i = 1, #self.modules do
+      local g = call(self, i, fn, x, gradOutputs[i], scale)
+      if fn ~= 'accGradParameters' then acc = quiet(add_grads, acc, g) end
+   end
+   if fn ~= 'accGradParameters' then self.gradInput = acc end
+   return acc
+end
+
+-- Child i (of the first n) gets input[i] and gradOutput[i]; gradInput is the table of the
+-- children's.
+local function per_entry_back(self, x, gradOutput, n, fn, scale)
+   local gi = {}
+   for i = 1, n do gi[i] = call(self, i, fn, x[i], gradOutput[i], scale) end
+   if fn ~= 'accGradParameters' then self.gradInput = gi end
+   return gi
+end
+
+-- The children's slices of gradOutput along dim, in order, sized like their outputs.
+local function narrow_slices(self, gradOutput, dim)
+   local list, offset = {}, 1
+   for i = 1, #self.modules do
+      local n = self.modules[i].output:size(dim)
+      list[i] = gradOutput:narrow(dim, offset, n)
+      offset = offset + n
+   end
+   return list
 end
 
 ---------------------------------------------------------------------------------------------
@@ -178,42 +220,14 @@ function Concat:updateOutput(input)
    return r
 end
 
--- each child's slice of gradOutput along the dimension
-local function slices(self, gradOutput)
-   local list, offset = {}, 1
-   for i = 1, #self.modules do
-      local n = self.modules[i].output:size(self.dimension)
-      list[i] = gradOutput:narrow(self.dimension, offset, n)
-      offset = offset + n
-   end
-   return list
+-- each child's slice of gradOutput along the dimension (DepthConcat overrides it)
+function Concat:_gradSlices(gradOutput)
+   return narrow_slices(self, gradOutput, self.dimension)
 end
 
-function Concat:updateGradInput(input, gradOutput)
-   local x = self:_graphInput(input)
-   local gs, acc = slices(self, gradOutput), nil
-   for i = 1, #self.modules do
-      acc = quiet(add_grads, acc, call(self, i, 'updateGradInput', x, gs[i]))
-   end
-   self.gradInput = acc
-   return acc
-end
-
-function Concat:accGradParameters(input, gradOutput, scale)
-   local x = self:_graphInput(input)
-   local gs = slices(self, gradOutput)
-   for i = 1, #self.modules do call(self, i, 'accGradParameters', x, gs[i], scale or 1) end
-end
-
-function Concat:backward(input, gradOutput, scale)
-   local x = self:_graphInput(input)
-   local gs, acc = slices(self, gradOutput), nil
-   for i = 1, #self.modules do
-      acc = quiet(add_grads, acc, call(self, i, 'backward', x, gs[i], scale or 1))
-   end
-   self.gradInput = acc
-   return acc
-end
+define_backward(Concat, function(self, input, gradOutput, fn, scale)
+   return fan_out_back(self, self:_graphInput(input), self:_gradSlices(gradOutput), fn, scale)
+end)
 
 function Concat:__tostring__() return tree_tostring(self, self.modules) end
 
@@ -265,7 +279,7 @@ function DepthConcat:updateOutput(input)
 end
 
 -- each child's centred window of gradOutput
-local function depth_slices(self, gradOutput)
+function DepthConcat:_gradSlices(gradOutput)
    local list, offset = {}, 1
    for i = 1, #self.modules do
       local o = self.modules[i].output
@@ -279,32 +293,6 @@ local function depth_slices(self, gradOutput)
       offset = offset + o:size(self.dimension)
    end
    return list
-end
-
-function DepthConcat:updateGradInput(input, gradOutput)
-   local x = self:_graphInput(input)
-   local gs, acc = depth_slices(self, gradOutput), nil
-   for i = 1, #self.modules do
-      acc = quiet(add_grads, acc, call(self, i, 'updateGradInput', x, gs[i]))
-   end
-   self.gradInput = acc
-   return acc
-end
-
-function DepthConcat:accGradParameters(input, gradOutput, scale)
-   local x = self:_graphInput(input)
-   local gs = depth_slices(self, gradOutput)
-   for i = 1, #self.modules do call(self, i, 'accGradParameters', x, gs[i], scale or 1) end
-end
-
-function DepthConcat:backward(input, gradOutput, scale)
-   local x = self:_graphInput(input)
-   local gs, acc = depth_slices(self, gradOutput), nil
-   for i = 1, #self.modules do
-      acc = quiet(add_grads, acc, call(self, i, 'backward', x, gs[i], scale or 1))
-   end
-   self.gradInput = acc
-   return acc
 end
 
 ---------------------------------------------------------------------------------------------
@@ -351,19 +339,9 @@ local function parallel_inputs(self, input)
    return ins, x
 end
 
-local function parallel_slices(self, gradOutput)
-   local list, offset = {}, 1
-   for i = 1, #self.modules do
-      local n = self.modules[i].output:size(self.outputDimension)
-      list[i] = gradOutput:narrow(self.outputDimension, offset, n)
-      offset = offset + n
-   end
-   return list
-end
-
-local function parallel_back(self, input, gradOutput, fn, scale)
+define_backward(Parallel, function(self, input, gradOutput, fn, scale)
    local ins, x = parallel_inputs(self, input)
-   local gs = parallel_slices(self, gradOutput)
+   local gs = narrow_slices(self, gradOutput, self.outputDimension)
    local gi = fn ~= 'accGradParameters' and quiet(function() return x.new():resizeAs(x):zero() end)
    for i = 1, #self.modules do
       local g = call(self, i, fn, ins[i], gs[i], scale)
@@ -371,17 +349,7 @@ local function parallel_back(self, input, gradOutput, fn, scale)
    end
    if gi then self.gradInput = gi end
    return gi
-end
-
-function Parallel:updateGradInput(input, gradOutput)
-   return parallel_back(self, input, gradOutput, 'updateGradInput')
-end
-function Parallel:accGradParameters(input, gradOutput, scale)
-   parallel_back(self, input, gradOutput, 'accGradParameters', scale or 1)
-end
-function Parallel:backward(input, gradOutput, scale)
-   return parallel_back(self, input, gradOutput, 'backward', scale or 1)
-end
+end)
 
 function Parallel:__tostring__() return tree_tostring(self, self.modules) end
 
@@ -398,30 +366,14 @@ function ConcatTable:updateOutput(input)
    return out
 end
 
-local function concat_table_back(self, input, gradOutput, fn, scale)
+define_backward(ConcatTable, function(self, input, gradOutput, fn, scale)
    local x = self:_graphInput(input)
    if type(gradOutput) ~= 'table' or #gradOutput ~= #self.modules then
       nn._raise(string.format('%s: expected a table of %d gradOutputs, got %s', mname(self),
                               #self.modules, nn._describe(gradOutput)))
    end
-   local acc
-   for i = 1, #self.modules do
-      local g = call(self, i, fn, x, gradOutput[i], scale)
-      if fn ~= 'accGradParameters' then acc = quiet(add_grads, acc, g) end
-   end
-   if fn ~= 'accGradParameters' then self.gradInput = acc end
-   return acc
-end
-
-function ConcatTable:updateGradInput(input, gradOutput)
-   return concat_table_back(self, input, gradOutput, 'updateGradInput')
-end
-function ConcatTable:accGradParameters(input, gradOutput, scale)
-   concat_table_back(self, input, gradOutput, 'accGradParameters', scale or 1)
-end
-function ConcatTable:backward(input, gradOutput, scale)
-   return concat_table_back(self, input, gradOutput, 'backward', scale or 1)
-end
+   return fan_out_back(self, x, gradOutput, fn, scale)
+end)
 
 function ConcatTable:__tostring__() return tree_tostring(self, self.modules) end
 
@@ -446,24 +398,11 @@ function ParallelTable:updateOutput(input)
    return out
 end
 
-local function parallel_table_back(self, input, gradOutput, fn, scale)
+define_backward(ParallelTable, function(self, input, gradOutput, fn, scale)
    local x = self:_graphInput(input)
    check_table(self, gradOutput, #self.modules, 3)
-   local gi = {}
-   for i = 1, #self.modules do gi[i] = call(self, i, fn, x[i], gradOutput[i], scale) end
-   if fn ~= 'accGradParameters' then self.gradInput = gi end
-   return gi
-end
-
-function ParallelTable:updateGradInput(input, gradOutput)
-   return parallel_table_back(self, input, gradOutput, 'updateGradInput')
-end
-function ParallelTable:accGradParameters(input, gradOutput, scale)
-   parallel_table_back(self, input, gradOutput, 'accGradParameters', scale or 1)
-end
-function ParallelTable:backward(input, gradOutput, scale)
-   return parallel_table_back(self, input, gradOutput, 'backward', scale or 1)
-end
+   return per_entry_back(self, x, gradOutput, #self.modules, fn, scale)
+end)
 
 function ParallelTable:__tostring__() return tree_tostring(self, self.modules) end
 
@@ -513,24 +452,11 @@ function MapTable:updateOutput(input)
    return out
 end
 
-local function map_back(self, input, gradOutput, fn, scale)
+define_backward(MapTable, function(self, input, gradOutput, fn, scale)
    local x = self:_graphInput(input)
    check_table(self, gradOutput, #x, 3)
-   local gi = {}
-   for i = 1, #x do gi[i] = call(self, i, fn, x[i], gradOutput[i], scale) end
-   if fn ~= 'accGradParameters' then self.gradInput = gi end
-   return gi
-end
-
-function MapTable:updateGradInput(input, gradOutput)
-   return map_back(self, input, gradOutput, 'updateGradInput')
-end
-function MapTable:accGradParameters(input, gradOutput, scale)
-   map_back(self, input, gradOutput, 'accGradParameters', scale or 1)
-end
-function MapTable:backward(input, gradOutput, scale)
-   return map_back(self, input, gradOutput, 'backward', scale or 1)
-end
+   return per_entry_back(self, x, gradOutput, #x, fn, scale)
+end)
 
 -- every clone shares the first module's parameters: report them once
 function MapTable:parameters()
@@ -607,7 +533,7 @@ function Bottle:updateOutput(input)
    return out
 end
 
-local function bottle_back(self, input, gradOutput, fn, scale)
+define_backward(Bottle, function(self, input, gradOutput, fn, scale)
    local x = self:_graphInput(input)
    local folded = x
    if self._agFolded ~= nil and (rawequal(self._agFoldedFrom, x) or rawequal(self._agFoldedFrom, input)) then
@@ -622,17 +548,7 @@ local function bottle_back(self, input, gradOutput, fn, scale)
       self.gradInput = gi
    end
    return gi
-end
-
-function Bottle:updateGradInput(input, gradOutput)
-   return bottle_back(self, input, gradOutput, 'updateGradInput')
-end
-function Bottle:accGradParameters(input, gradOutput, scale)
-   bottle_back(self, input, gradOutput, 'accGradParameters', scale or 1)
-end
-function Bottle:backward(input, gradOutput, scale)
-   return bottle_back(self, input, gradOutput, 'backward', scale or 1)
-end
+end)
 
 function Bottle:__tostring__()
    return 'nn.Bottle {' .. '\n  ' .. tostring(self.modules[1]):gsub('\n', '\n  ') .. '\n}'

@@ -13,10 +13,9 @@
 -- Input: (nIn, H, W) or (N, nIn, H, W).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 
-local spatial = {[3] = true, [4] = true}
+local spatial = U.spatial
 
 -- Checks the input's planes and that the (dilated) kernel fits the padded input.
 local function check_spatial(self, input, nIn, kW, kH, dW, dH, padW, padH, dilW, dilH)

@@ -159,105 +159,19 @@ local function check_weights(self, name, w, level)
 end
 H.check_weights = check_weights
 
----------------------------------------------------------------------------------------------
--- Regression
----------------------------------------------------------------------------------------------
-
--- loss = sum((x - y)^2) / n
-local MSECriterion, Criterion = torch.class('nn.MSECriterion', 'nn.Criterion')
-function MSECriterion:__init(sizeAverage)
+-- nn.Criterion's fields and Torch7's optional sizeAverage (nil keeps the default, true).
+local Criterion = nn.Criterion
+local function init(self, sizeAverage)
    Criterion.__init(self)
    if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
-function MSECriterion:updateOutput(input, target)
-   H.input(self, input)
-   local d = input - H.like(self, input, target)
-   return self:_setLoss(reduce(self, torch.square(d), input:nElement()))
-end
--- crit:backward directly: 2 (x - y) / n
-function MSECriterion:updateGradInput(input, target)
-   self.gradInput = nn._no_grad(function()
-      H.input(self, input)
-      local n = (self.sizeAverage and input:nElement() > 0) and input:nElement() or 1
-      return torch.mul(input - H.like(self, input, target), 2 / n)
-   end)
-   return self.gradInput
-end
+H.init = init
 
--- loss = sum(|x - y|) / n
-local AbsCriterion = torch.class('nn.AbsCriterion', 'nn.Criterion')
-function AbsCriterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
+-- __init(weights, sizeAverage) of the criterions with optional per-element weights.
+local function weighted_init(self, weights, sizeAverage)
+   init(self, sizeAverage)
+   self.weights = check_weights(self, 'weights', weights, 3)
 end
-function AbsCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local d = input - H.like(self, input, target)
-   return self:_setLoss(reduce(self, torch.abs(d), input:nElement()))
-end
-
--- loss = sum(z < 1 ? z^2 / 2 : z - 1/2) / n, z = |x - y|; written as c^2/2 + z - c with
--- c = min(z, 1), which has the right value and gradient on both sides.
-local SmoothL1Criterion = torch.class('nn.SmoothL1Criterion', 'nn.Criterion')
-function SmoothL1Criterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
-function SmoothL1Criterion:updateOutput(input, target)
-   H.input(self, input)
-   local z = torch.abs(input - H.like(self, input, target))
-   local c = torch.cmin(z, 1)
-   local l = torch.add(torch.mul(torch.cmul(c, c), 0.5), (z - c))
-   return self:_setLoss(reduce(self, l, input:nElement()))
-end
-
--- Torch7's WeightedMSECriterion(w): MSE between x and y .* w (w: one sample's shape; a
--- batch of samples shares it).
-local WeightedMSECriterion = torch.class('nn.WeightedMSECriterion', 'nn.Criterion')
-function WeightedMSECriterion:__init(w)
-   Criterion.__init(self)
-   if not isTensor(w) then error('nn.WeightedMSECriterion: expected a weight tensor, got ' .. describe(w), 3) end
-   self.weight = w:clone()
-end
-function WeightedMSECriterion:updateOutput(input, target)
-   H.input(self, input)
-   target = H.like(self, input, target)
-   local w = self.weight:type(input:type())
-   if input:dim() - 1 == w:dim() and w:nElement() * input:size(1) == input:nElement() then
-      w = w:contiguous():view(1, w:nElement()):expand(input:size(1), w:nElement()):contiguous():view(input:size())
-   elseif w:nElement() == input:nElement() then
-      w = w:contiguous():view(input:size())
-   else
-      fail(self, 'weight %s fits neither the input %s nor one sample of it', describe(self.weight), describe(input))
-   end
-   local d = input - torch.cmul(target, w)
-   return self:_setLoss(reduce(self, torch.cmul(d, d), input:nElement()))
-end
-
--- loss = sum(|x|) (no target, no averaging)
-local L1Cost = torch.class('nn.L1Cost', 'nn.Criterion')
-function L1Cost:__init() Criterion.__init(self) end
-function L1Cost:updateOutput(input)
-   H.input(self, input)
-   return self:_setLoss(scaled_sum(torch.abs(input), 1))
-end
-
--- KL divergence, input = log q, target = p: loss = sum(p (log p - x)) / n, 0 where p = 0.
-local DistKLDivCriterion = torch.class('nn.DistKLDivCriterion', 'nn.Criterion')
-function DistKLDivCriterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
-function DistKLDivCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local p = H.like(self, input, target)
-   local logp = torch.log(torch.cmax(p, 1e-300)) -- finite where p = 0, and p * (...) = 0 there
-   return self:_setLoss(reduce(self, torch.cmul(p, (logp - input)), input:nElement()))
-end
-
----------------------------------------------------------------------------------------------
--- Binary targets
----------------------------------------------------------------------------------------------
 
 -- Broadcast per-element weights (one sample's shape, or the input's) to the input's shape.
 local function element_weights(self, input)
@@ -271,14 +185,98 @@ local function element_weights(self, input)
    fail(self, 'weights %s fit neither the input %s nor one sample of it', describe(w), describe(input))
 end
 
+-- Class's updateOutput for an elementwise loss: reduce(loss(self, x, y)), y the target as
+-- the input x's type and shape; `weighted`: times the per-element self.weights, if any.
+local function pointwise(Class, loss, weighted)
+   function Class:updateOutput(input, target)
+      H.input(self, input)
+      local l = loss(self, input, H.like(self, input, target))
+      if weighted then
+         local w = element_weights(self, input)
+         if w then l = torch.cmul(l, w) end
+      end
+      return self:_setLoss(reduce(self, l, input:nElement()))
+   end
+end
+
+---------------------------------------------------------------------------------------------
+-- Regression
+---------------------------------------------------------------------------------------------
+
+-- loss = sum((x - y)^2) / n
+local MSECriterion = torch.class('nn.MSECriterion', 'nn.Criterion')
+MSECriterion.__init = init
+pointwise(MSECriterion, function(_, x, y) return torch.square(x - y) end)
+-- crit:backward directly: 2 (x - y) / n
+function MSECriterion:updateGradInput(input, target)
+   self.gradInput = nn._no_grad(function()
+      H.input(self, input)
+      local n = (self.sizeAverage and input:nElement() > 0) and input:nElement() or 1
+      return torch.mul(input - H.like(self, input, target), 2 / n)
+   end)
+   return self.gradInput
+end
+
+-- loss = sum(|x - y|) / n
+local AbsCriterion = torch.class('nn.AbsCriterion', 'nn.Criterion')
+AbsCriterion.__init = init
+pointwise(AbsCriterion, function(_, x, y) return torch.abs(x - y) end)
+
+-- loss = sum(z < 1 ? z^2 / 2 : z - 1/2) / n, z = |x - y|; written as c^2/2 + z - c with
+-- c = min(z, 1), which has the right value and gradient on both sides.
+local SmoothL1Criterion = torch.class('nn.SmoothL1Criterion', 'nn.Criterion')
+SmoothL1Criterion.__init = init
+pointwise(SmoothL1Criterion, function(_, x, y)
+   local z = torch.abs(x - y)
+   local c = torch.cmin(z, 1)
+   return torch.add(torch.mul(torch.cmul(c, c), 0.5), (z - c))
+end)
+
+-- Torch7's WeightedMSECriterion(w): MSE between x and y .* w (w: one sample's shape; a
+-- batch of samples shares it).
+local WeightedMSECriterion = torch.class('nn.WeightedMSECriterion', 'nn.Criterion')
+function WeightedMSECriterion:__init(w)
+   Criterion.__init(self)
+   if not isTensor(w) then error('nn.WeightedMSECriterion: expected a weight tensor, got ' .. describe(w), 3) end
+   self.weight = w:clone()
+end
+pointwise(WeightedMSECriterion, function(self, input, target)
+   local w = self.weight:type(input:type())
+   if input:dim() - 1 == w:dim() and w:nElement() * input:size(1) == input:nElement() then
+      w = w:contiguous():view(1, w:nElement()):expand(input:size(1), w:nElement()):contiguous():view(input:size())
+   elseif w:nElement() == input:nElement() then
+      w = w:contiguous():view(input:size())
+   else
+      fail(self, 'weight %s fits neither the input %s nor one sample of it', describe(self.weight), describe(input))
+   end
+   local d = input - torch.cmul(target, w)
+   return torch.cmul(d, d)
+end)
+
+-- loss = sum(|x|) (no target, no averaging)
+local L1Cost = torch.class('nn.L1Cost', 'nn.Criterion')
+function L1Cost:__init() Criterion.__init(self) end
+function L1Cost:updateOutput(input)
+   H.input(self, input)
+   return self:_setLoss(scaled_sum(torch.abs(input), 1))
+end
+
+-- KL divergence, input = log q, target = p: loss = sum(p (log p - x)) / n, 0 where p = 0.
+local DistKLDivCriterion = torch.class('nn.DistKLDivCriterion', 'nn.Criterion')
+DistKLDivCriterion.__init = init
+pointwise(DistKLDivCriterion, function(_, input, p)
+   local logp = torch.log(torch.cmax(p, 1e-300)) -- finite where p = 0, and p * (...) = 0 there
+   return torch.cmul(p, (logp - input))
+end)
+
+---------------------------------------------------------------------------------------------
+-- Binary targets
+---------------------------------------------------------------------------------------------
+
 -- Binary cross entropy on probabilities x: loss = -sum(w (y log(x + eps) + (1 - y)
 -- log(1 - x + eps))) / n, eps = 1e-12 (Torch7).
 local BCECriterion = torch.class('nn.BCECriterion', 'nn.Criterion')
-function BCECriterion:__init(weights, sizeAverage)
-   Criterion.__init(self)
-   self.weights = check_weights(self, 'weights', weights, 3)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
+BCECriterion.__init = weighted_init
 function BCECriterion:updateOutput(input, target)
    H.input(self, input)
    local y = H.like(self, input, target)
@@ -299,14 +297,11 @@ end
 -- (1 + (pw - 1) y) softplus(-x))) / n; posWeight pw (one per class) is optional.
 local BCEWithLogitsCriterion = torch.class('nn.BCEWithLogitsCriterion', 'nn.Criterion')
 function BCEWithLogitsCriterion:__init(weights, sizeAverage, posWeight)
-   Criterion.__init(self)
+   init(self, sizeAverage)
    self.weights = check_weights(self, 'weights', weights, 3)
    self.posWeight = check_weights(self, 'posWeight', posWeight, 3)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
-function BCEWithLogitsCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local y = H.like(self, input, target)
+pointwise(BCEWithLogitsCriterion, function(self, input, y)
    local sp = softplus(torch.mul(input, -1))
    local coef
    if self.posWeight then
@@ -320,56 +315,34 @@ function BCEWithLogitsCriterion:updateOutput(input, target)
       coef = torch.add(torch.cmul(y, torch.add(pw:view(shape), -1)), 1)
       sp = torch.cmul(sp, coef)
    end
-   local l = torch.add(torch.cmul(torch.mul(torch.add(y, -1), -1), input), sp)
-   local w = element_weights(self, input)
-   if w then l = torch.cmul(l, w) end
-   return self:_setLoss(reduce(self, l, input:nElement()))
-end
+   return torch.add(torch.cmul(torch.mul(torch.add(y, -1), -1), input), sp)
+end, true)
 
 -- loss = sum(max(0, margin - x y)) / n, y = +1/-1
 local MarginCriterion = torch.class('nn.MarginCriterion', 'nn.Criterion')
 function MarginCriterion:__init(margin, sizeAverage)
-   Criterion.__init(self)
+   init(self, sizeAverage)
    self.margin = margin or 1
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
-function MarginCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local y = H.like(self, input, target)
-   local l = torch.cmax(torch.add(torch.mul(torch.cmul(input, y), -1), self.margin), 0)
-   return self:_setLoss(reduce(self, l, input:nElement()))
-end
+pointwise(MarginCriterion, function(self, input, y)
+   return torch.cmax(torch.add(torch.mul(torch.cmul(input, y), -1), self.margin), 0)
+end)
 
 -- loss = sum(log(1 + exp(-y x))) / n, y = +1/-1
 local SoftMarginCriterion = torch.class('nn.SoftMarginCriterion', 'nn.Criterion')
-function SoftMarginCriterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
-function SoftMarginCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local y = H.like(self, input, target)
-   local l = softplus(torch.mul(torch.cmul(input, y), -1))
-   return self:_setLoss(reduce(self, l, input:nElement()))
-end
+SoftMarginCriterion.__init = init
+pointwise(SoftMarginCriterion, function(_, input, y)
+   return softplus(torch.mul(torch.cmul(input, y), -1))
+end)
 
 -- Multi-label logistic loss: loss = sum(w (y softplus(-x) + (1 - y) softplus(x))) / n
 -- (= -[y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))]); weights: one per class.
 local MultiLabelSoftMarginCriterion = torch.class('nn.MultiLabelSoftMarginCriterion', 'nn.Criterion')
-function MultiLabelSoftMarginCriterion:__init(weights, sizeAverage)
-   Criterion.__init(self)
-   self.weights = check_weights(self, 'weights', weights, 3)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
-function MultiLabelSoftMarginCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local y = H.like(self, input, target)
-   local l = torch.add(torch.cmul(y, softplus(torch.mul(input, -1))),
-                       torch.cmul(torch.mul(torch.add(y, -1), -1), softplus(input)))
-   local w = element_weights(self, input)
-   if w then l = torch.cmul(l, w) end
-   return self:_setLoss(reduce(self, l, input:nElement()))
-end
+MultiLabelSoftMarginCriterion.__init = weighted_init
+pointwise(MultiLabelSoftMarginCriterion, function(_, input, y)
+   return torch.add(torch.cmul(y, softplus(torch.mul(input, -1))),
+                    torch.cmul(torch.mul(torch.add(y, -1), -1), softplus(input)))
+end, true)
 
 ---------------------------------------------------------------------------------------------
 -- Classification
@@ -436,43 +409,33 @@ local function nll_grad(self, input, target, spatial, softmax_dim)
    end)
 end
 
+-- __init(weights, sizeAverage, ignoreIndex) of ClassNLL, SpatialClassNLL, CrossEntropy
 local function nll_init(self, weights, sizeAverage, ignoreIndex)
-   Criterion.__init(self)
-   self.weights = check_weights(self, 'weights', weights, 4)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
+   init(self, sizeAverage)
+   self.weights = check_weights(self, 'weights', weights, 3)
    self.ignoreIndex = ignoreIndex or -100
 end
 
--- Torch7-style backward (crit:backward) computes the gradient directly, without the tape
--- (the forward still records one for PyTorch-style loss:backward()).
-local ClassNLLCriterion = torch.class('nn.ClassNLLCriterion', 'nn.Criterion')
-function ClassNLLCriterion:__init(weights, sizeAverage, ignoreIndex) nll_init(self, weights, sizeAverage, ignoreIndex) end
-function ClassNLLCriterion:updateOutput(input, target)
-   return self:_setLoss(nll(self, input, target, false))
-end
-function ClassNLLCriterion:updateGradInput(input, target)
-   self.gradInput = nll_grad(self, input, target, false)
-   return self.gradInput
-end
-
-local SpatialClassNLLCriterion = torch.class('nn.SpatialClassNLLCriterion', 'nn.Criterion')
-function SpatialClassNLLCriterion:__init(weights, sizeAverage, ignoreIndex)
-   nll_init(self, weights, sizeAverage, ignoreIndex)
-end
-function SpatialClassNLLCriterion:updateOutput(input, target)
-   return self:_setLoss(nll(self, input, target, true))
-end
-function SpatialClassNLLCriterion:updateGradInput(input, target)
-   self.gradInput = nll_grad(self, input, target, true)
-   return self.gradInput
+-- ClassNLLCriterion and SpatialClassNLLCriterion: one criterion on (nClasses) /
+-- (batch, nClasses) or on spatial inputs. Torch7-style backward (crit:backward) computes
+-- the gradient directly, without the tape (the forward still records one for
+-- PyTorch-style loss:backward()).
+for _, c in ipairs({{'nn.ClassNLLCriterion', false}, {'nn.SpatialClassNLLCriterion', true}}) do
+   local cls, spatial = torch.class(c[1], 'nn.Criterion'), c[2]
+   cls.__init = nll_init
+   function cls:updateOutput(input, target)
+      return self:_setLoss(nll(self, input, target, spatial))
+   end
+   function cls:updateGradInput(input, target)
+      self.gradInput = nll_grad(self, input, target, spatial)
+      return self.gradInput
+   end
 end
 
 -- LogSoftMax then ClassNLL: (nClasses) or (batch, nClasses) scores, or spatial
 -- (batch, nClasses, h, w) ones.
 local CrossEntropyCriterion = torch.class('nn.CrossEntropyCriterion', 'nn.Criterion')
-function CrossEntropyCriterion:__init(weights, sizeAverage, ignoreIndex)
-   nll_init(self, weights, sizeAverage, ignoreIndex)
-end
+CrossEntropyCriterion.__init = nll_init
 local function ce_dims(self, input)
    H.input(self, input)
    local nd = input:dim()
@@ -491,6 +454,16 @@ function CrossEntropyCriterion:updateGradInput(input, target)
    return self.gradInput
 end
 
+-- The (nClasses) or (batch, nClasses) input of the multi-class margins as a batch.
+local function class_scores(self, input)
+   H.input(self, input)
+   local nd = input:dim()
+   if nd ~= 1 and nd ~= 2 then
+      fail(self, 'input must be 1D (nClasses) or 2D (batch x nClasses), got %s', describe(input))
+   end
+   return nd == 1 and input:view(1, input:size(1)) or input
+end
+
 -- Multi-class hinge loss: per sample, sum over i ~= y of w[y] max(0, margin - x[y] +
 -- x[i])^p / nClasses; sizeAverage divides by the batch size.
 local MultiMarginCriterion = torch.class('nn.MultiMarginCriterion', 'nn.Criterion')
@@ -503,12 +476,7 @@ function MultiMarginCriterion:__init(p, weights, margin)
    self.margin = margin or 1
 end
 function MultiMarginCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local nd = input:dim()
-   if nd ~= 1 and nd ~= 2 then
-      fail(self, 'input must be 1D (nClasses) or 2D (batch x nClasses), got %s', describe(input))
-   end
-   local x = nd == 1 and input:view(1, input:size(1)) or input
+   local x = class_scores(self, input)
    local n, c = x:size(1), x:size(2)
    local t = H.classes(self, input, target, n, c, nil):view(n, 1)
    local xy = x:gather(2, t) -- (n, 1)
@@ -525,17 +493,9 @@ end
 -- Per sample: sum over targets j and non-targets i of max(0, 1 - (x[j] - x[i])) /
 -- nClasses; sizeAverage divides by the batch size.
 local MultiLabelMarginCriterion = torch.class('nn.MultiLabelMarginCriterion', 'nn.Criterion')
-function MultiLabelMarginCriterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
+MultiLabelMarginCriterion.__init = init
 function MultiLabelMarginCriterion:updateOutput(input, target)
-   H.input(self, input)
-   local nd = input:dim()
-   if nd ~= 1 and nd ~= 2 then
-      fail(self, 'input must be 1D (nClasses) or 2D (batch x nClasses), got %s', describe(input))
-   end
-   local x = nd == 1 and input:view(1, input:size(1)) or input
+   local x = class_scores(self, input)
    local n, c = x:size(1), x:size(2)
    if not isTensor(target) or target:nElement() ~= n * c then
       fail(self, 'target must be a tensor of class indices shaped like the input %s, got %s',

@@ -26,6 +26,13 @@ local function pair(self, input)
    return input[1], input[2]
 end
 
+-- Elementwise y == 1 ? a : b for +1/-1 labels y (a, b: tensors shaped like y).
+local function by_sign(y, a, b)
+   local pos = torch.eq(y, 1):type(a:type())
+   local neg = torch.eq(y, -1):type(a:type())
+   return torch.add(torch.cmul(pos, a), torch.cmul(neg, b))
+end
+
 ---------------------------------------------------------------------------------------------
 -- Embeddings and rankings
 ---------------------------------------------------------------------------------------------
@@ -33,17 +40,14 @@ end
 -- x holds distances, y = +1/-1: loss = sum(y == 1 ? x : max(0, margin - x)) / n
 local HingeEmbeddingCriterion = torch.class('nn.HingeEmbeddingCriterion', 'nn.Criterion')
 function HingeEmbeddingCriterion:__init(margin, sizeAverage)
-   Criterion.__init(self)
+   H.init(self, sizeAverage)
    self.margin = margin or 1
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
 function HingeEmbeddingCriterion:updateOutput(input, y)
    H.input(self, input)
    y = H.signs(self, input, y, input:nElement())
-   local pos = torch.eq(y, 1):type(input:type())
-   local neg = torch.eq(y, -1):type(input:type())
    local hinge = torch.cmax(torch.add(torch.mul(input, -1), self.margin), 0)
-   local l = torch.add(torch.cmul(pos, input), torch.cmul(neg, hinge))
+   local l = by_sign(y, input, hinge)
    return self:_setLoss(reduce(self, l, input:nElement()))
 end
 
@@ -67,9 +71,8 @@ end
 -- over the batch.
 local CosineEmbeddingCriterion = torch.class('nn.CosineEmbeddingCriterion', 'nn.Criterion')
 function CosineEmbeddingCriterion:__init(margin, sizeAverage)
-   Criterion.__init(self)
+   H.init(self, sizeAverage)
    self.margin = margin or 0
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
 function CosineEmbeddingCriterion:updateOutput(input, y)
    local x1, x2 = pair(self, input)
@@ -86,10 +89,7 @@ function CosineEmbeddingCriterion:updateOutput(input, y)
    local m2 = torch.add(torch.sum(torch.cmul(x2, x2), 2), eps)
    local cos = torch.cdiv(dot, torch.sqrt(torch.cmul(m1, m2))) -- (n, 1)
    local ys = H.signs(self, cos, y, n)
-   local pos = torch.eq(ys, 1):type(cos:type())
-   local neg = torch.eq(ys, -1):type(cos:type())
-   local l = torch.add(torch.cmul(pos, torch.add(torch.mul(cos, -1), 1)),
-                       torch.cmul(neg, torch.cmax(torch.add(cos, -self.margin), 0)))
+   local l = by_sign(ys, torch.add(torch.mul(cos, -1), 1), torch.cmax(torch.add(cos, -self.margin), 0))
    return self:_setLoss(reduce(self, l, n))
 end
 
@@ -97,9 +97,8 @@ end
 -- loss = max(0, -y (x1 - x2) + margin), averaged over the batch.
 local MarginRankingCriterion = torch.class('nn.MarginRankingCriterion', 'nn.Criterion')
 function MarginRankingCriterion:__init(margin, sizeAverage)
-   Criterion.__init(self)
+   H.init(self, sizeAverage)
    self.margin = margin or 0
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
 end
 function MarginRankingCriterion:updateOutput(input, y)
    local x1, x2 = pair(self, input)
@@ -112,10 +111,7 @@ end
 -- {d_pos, d_neg} distances (batch): loss = -log(exp(-d_pos) / (exp(-d_pos) + exp(-d_neg)))
 -- = softplus(d_pos - d_neg), summed, divided by the batch size (sizeAverage). No target.
 local DistanceRatioCriterion = torch.class('nn.DistanceRatioCriterion', 'nn.Criterion')
-function DistanceRatioCriterion:__init(sizeAverage)
-   Criterion.__init(self)
-   if sizeAverage ~= nil then self.sizeAverage = sizeAverage end
-end
+DistanceRatioCriterion.__init = H.init
 function DistanceRatioCriterion:updateOutput(input)
    local dp, dn = pair(self, input)
    local l = softplus(dp - dn)

@@ -31,10 +31,10 @@ end
 local dir = this_dir()
 
 local parts = {
-   'Module', 'Criterion', 'Container', 'utils', 'Jacobian', 'containers', 'simple', 'simple_math',
-   'table_layers', 'transfer', 'normalization', 'convolution', 'pooling', 'padding',
+   'Module', 'Criterion', 'Container', 'utils', 'layer_util', 'Jacobian', 'containers', 'simple',
+   'simple_math', 'table_layers', 'transfer', 'normalization', 'convolution', 'pooling', 'padding',
    'upsampling', 'temporal', 'recurrent', 'attention', 'criterions', 'criterions_more',
-   'StochasticGradient',
+   'StochasticGradient', 'torch7_extra', 'torch7_linear', 'torch7_spatial', 'volumetric',
 }
 local required = {Module = true, Criterion = true, Container = true}
 

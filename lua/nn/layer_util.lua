@@ -2,8 +2,8 @@
 -- convolution, pooling, padding, upsampling): input checks that name the module, errors
 -- raised at the user's line, and Torch7's "batch or not" dimension rules.
 --
--- Loaded once by the first layer file that needs it (kept in nn._layer_util); not a part
--- of init.lua's list because it defines no module.
+-- Loaded by init.lua before the layer files (kept in nn._layer_util); a second load
+-- returns the first table.
 local nn = ...
 if nn._layer_util then return nn._layer_util end
 
@@ -12,7 +12,7 @@ local isTensor = torch.isTensor
 local U = {}
 
 -- Class name of a module, for messages.
-local function mname(m) return torch.typename(m) or 'nn.Module' end
+local mname = nn._mname
 U.mname = mname
 
 -- "2x3x4" for a tensor, its Lua type otherwise.
@@ -26,28 +26,15 @@ function U.describe(x)
    return type(x)
 end
 
--- The frame to blame for an error: the first caller outside nn/ and torch/ (the user's
--- line, however deep containers nest the call). Returns a level for error() as seen from
--- the function that calls raise().
-local function user_level()
-   local k = 3
-   while true do
-      local info = debug.getinfo(k, 'S')
-      if info == nil then return 2 end
-      local src = info.source or ''
-      if src ~= '=[C]' and not src:find('/lua/nn/', 1, true)
-         and not src:find('/lua/torch/', 1, true) then
-         return k - 1
-      end
-      k = k + 1
-   end
+-- error("<module>: <message>") at the user's line (nn._raise: the first caller outside
+-- the library, however deep containers nest the call).
+function U.raise(self, fmt, ...)
+   nn._raise(mname(self) .. ': ' .. string.format(fmt, ...))
 end
 
--- error("<module>: <message>") at the user's line.
-function U.raise(self, fmt, ...)
-   local msg = mname(self) .. ': ' .. string.format(fmt, ...)
-   error(msg, user_level())
-end
+-- check_input's dims and wording for the spatial layers' (C,H,W) or (N,C,H,W) inputs.
+U.spatial = {[3] = true, [4] = true}
+U.SPATIAL = 'a 3D (C,H,W) or 4D (N,C,H,W)'
 
 -- input must be a floating-point tensor whose dim is in dims (a set: {[3]=true,[4]=true})
 -- or any dim when dims is nil; returns input.

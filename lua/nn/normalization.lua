@@ -8,8 +8,7 @@
 -- while the batch itself is normalised with the biased variance (as Torch7 and PyTorch).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 
 ---------------------------------------------------------------------------------------------
 -- BatchNormalization: input (N, C) [nDim 2]; Spatial: (N, C, H, W) [4]; Volumetric:
@@ -302,13 +301,10 @@ function Div:updateOutput(input)
    return self.output
 end
 
-local Con, ConParent = torch.class('nn.SpatialContrastiveNormalization', 'nn.Module')
+local Con = torch.class('nn.SpatialContrastiveNormalization', 'nn.Module')
 
 function Con:__init(nInputPlane, kernel, threshold, thresval)
-   ConParent.__init(self)
-   local_kernel(self, nInputPlane, kernel)
-   self.threshold = threshold or 1e-4
-   self.thresval = thresval or 1e-4
+   Div.__init(self, nInputPlane, kernel, threshold, thresval) -- nn.Module's fields and Div's
    self.sub = nn.SpatialSubtractiveNormalization(self.nInputPlane, self.kernel)
    self.div = nn.SpatialDivisiveNormalization(self.nInputPlane, self.kernel, self.threshold,
                                               self.thresval)

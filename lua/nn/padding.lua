@@ -7,11 +7,9 @@
 -- differentiable ops (the gradient of index_select adds the reflected borders back).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 
-local spatial = {[3] = true, [4] = true}
-local SPATIAL = 'a 3D (C,H,W) or 4D (N,C,H,W)'
+local spatial, SPATIAL = U.spatial, U.SPATIAL
 
 local function init_pads(self, pad_l, pad_r, pad_t, pad_b)
    if type(pad_l) ~= 'number' then

@@ -6,11 +6,9 @@
 -- positions in each input plane (H*W), which SpatialMaxUnpooling reads.
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 
-local spatial = {[3] = true, [4] = true}
-local SPATIAL = 'a 3D (C,H,W) or 4D (N,C,H,W)'
+local spatial, SPATIAL = U.spatial, U.SPATIAL
 
 -- Pooled size along one dim (Torch7/PyTorch rule: in ceil mode the last window must start
 -- inside the input or its left padding).

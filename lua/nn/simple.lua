@@ -143,12 +143,8 @@ end
 -- Helpers
 ---------------------------------------------------------------------------------------------
 
-local function quiet(f, ...)
-   local prev = torch.set_grad_enabled(false)
-   local a, b = f(...)
-   torch.set_grad_enabled(prev)
-   return a, b
-end
+-- f(...) with grad mode off: bookkeeping that is not part of any graph.
+local quiet = nn._no_grad
 
 -- Torch7 dims: negative counts from the end; numInputDims shifts a dim past batch dims.
 local function real_dim(dim, input, numInputDims)

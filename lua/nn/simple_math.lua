@@ -137,22 +137,34 @@ end
 -- Scaling and shifting: CMul Mul MulConstant CAdd Add AddConstant Constant
 ---------------------------------------------------------------------------------------------
 
+-- CMul's / CAdd's one parameter self[field] (and self[gradField], zeroed) of the size
+-- given as numbers or one LongStorage (kept as self.size), then reset.
+local function init_sized_param(self, field, gradField, ...)
+   local args = {...}
+   local sz = torch.typename(args[1]) == 'torch.LongStorage' and args[1] or torch.LongStorage(args)
+   self.size = sz
+   self[field] = torch.Tensor(sz)
+   self[gradField] = torch.Tensor(sz):zero()
+   self:reset()
+end
+
+-- A reset(stdv) filling self[field] uniformly in [-stdv, stdv]; stdv defaults to
+-- param_reset's 1/sqrt(count(self)).
+local function uniform_reset(field, count)
+   return function(self, stdv)
+      stdv = param_reset(self, stdv, count(self))
+      self[field]:uniform(-stdv, stdv)
+      return self
+   end
+end
+
 -- y = x .* w (w broadcast over the batch).   w: the given size
 local CMul, CMul_parent = torch.class('nn.CMul', 'nn.Module')
 function CMul:__init(...)
    CMul_parent.__init(self)
-   local args = {...}
-   local sz = torch.typename(args[1]) == 'torch.LongStorage' and args[1] or torch.LongStorage(args)
-   self.size = sz
-   self.weight = torch.Tensor(sz)
-   self.gradWeight = torch.Tensor(sz):zero()
-   self:reset()
+   init_sized_param(self, 'weight', 'gradWeight', ...)
 end
-function CMul:reset(stdv)
-   stdv = param_reset(self, stdv, self.weight:nElement())
-   self.weight:uniform(-stdv, stdv)
-   return self
-end
+CMul.reset = uniform_reset('weight', function(self) return self.weight:nElement() end)
 -- w viewed so that it broadcasts against x: the trailing dims must match w's elements
 local function broadcast_param(self, w, input)
    local n = w:nElement()
@@ -188,11 +200,7 @@ function Mul:__init()
    self.gradWeight = torch.Tensor(1):zero()
    self:reset()
 end
-function Mul:reset(stdv)
-   stdv = param_reset(self, stdv, 1)
-   self.weight:uniform(-stdv, stdv)
-   return self
-end
+Mul.reset = uniform_reset('weight', function() return 1 end)
 function Mul:updateOutput(input)
    check_tensor(self, input, 2)
    self.output = torch.cmul(input, self.weight)
@@ -215,18 +223,9 @@ end
 local CAdd, CAdd_parent = torch.class('nn.CAdd', 'nn.Module')
 function CAdd:__init(...)
    CAdd_parent.__init(self)
-   local args = {...}
-   local sz = torch.typename(args[1]) == 'torch.LongStorage' and args[1] or torch.LongStorage(args)
-   self.size = sz
-   self.bias = torch.Tensor(sz)
-   self.gradBias = torch.Tensor(sz):zero()
-   self:reset()
+   init_sized_param(self, 'bias', 'gradBias', ...)
 end
-function CAdd:reset(stdv)
-   stdv = param_reset(self, stdv, self.bias:nElement())
-   self.bias:uniform(-stdv, stdv)
-   return self
-end
+CAdd.reset = uniform_reset('bias', function(self) return self.bias:nElement() end)
 function CAdd:updateOutput(input)
    check_tensor(self, input, 2)
    self.output = torch.add(input, broadcast_param(self, self.bias, input))
@@ -243,11 +242,7 @@ function Add:__init(inputSize, scalar)
    self.gradBias = torch.Tensor(size):zero()
    self:reset()
 end
-function Add:reset(stdv)
-   stdv = param_reset(self, stdv, self.bias:size(1))
-   self.bias:uniform(-stdv, stdv)
-   return self
-end
+Add.reset = uniform_reset('bias', function(self) return self.bias:size(1) end)
 function Add:updateOutput(input)
    check_tensor(self, input, 2)
    if self.scalar then
@@ -297,8 +292,7 @@ function Constant:updateGradInput(input)
    self.gradInput = nn._rebuild(input, gl, 1)
    return self.gradInput
 end
-function Constant:accGradParameters() end
-function Constant:backward(input) return self:updateGradInput(input) end
+nn._directBackward(Constant)
 
 ---------------------------------------------------------------------------------------------
 -- Noise: Dropout SpatialDropout WhiteNoise
@@ -440,11 +434,7 @@ function Euclidean:__init(inputSize, outputSize)
    self.gradWeight = torch.Tensor(inputSize, outputSize):zero()
    self:reset()
 end
-function Euclidean:reset(stdv)
-   stdv = param_reset(self, stdv, self.weight:size(1))
-   self.weight:uniform(-stdv, stdv)
-   return self
-end
+Euclidean.reset = uniform_reset('weight', function(self) return self.weight:size(1) end)
 local function batch_input(self, input, n, level)
    check_tensor(self, input, level + 1)
    if not ((input:dim() == 1 or input:dim() == 2) and input:size(input:dim()) == n) then
@@ -454,13 +444,19 @@ local function batch_input(self, input, n, level)
    if input:dim() == 1 then return input:view(1, n), true end
    return input, false
 end
-function Euclidean:updateOutput(input)
+-- y_j = || cov_j .* (x - w_j) || (cov: nil, or WeightedEuclidean's diagCov)
+local function euclidean_output(self, input, cov)
    local nIn, nOut = self.weight:size(1), self.weight:size(2)
-   local x, single = batch_input(self, input, nIn, 2)
+   local x, single = batch_input(self, input, nIn, 3)
    local diff = torch.add(x:view(x:size(1), nIn, 1), -1, self.weight:view(1, nIn, nOut))
+   if cov then diff = torch.cmul(diff, cov:view(1, nIn, nOut)) end
    local y = torch.sqrt(torch.pow(diff, 2):sum(2)):view(x:size(1), nOut)
    self.output = single and y:view(nOut) or y
    return self.output
+end
+function Euclidean:updateOutput(input)
+   local y = euclidean_output(self, input, nil)
+   return y
 end
 function Euclidean:__tostring__()
    return string.format('nn.Euclidean(%d -> %d)', self.weight:size(1), self.weight:size(2))
@@ -486,13 +482,8 @@ function WeightedEuclidean:parameters()
    return {self.weight, self.diagCov}, {self.gradWeight, self.gradDiagCov}
 end
 function WeightedEuclidean:updateOutput(input)
-   local nIn, nOut = self.weight:size(1), self.weight:size(2)
-   local x, single = batch_input(self, input, nIn, 2)
-   local diff = torch.add(x:view(x:size(1), nIn, 1), -1, self.weight:view(1, nIn, nOut))
-   diff = torch.cmul(diff, self.diagCov:view(1, nIn, nOut))
-   local y = torch.sqrt(torch.pow(diff, 2):sum(2)):view(x:size(1), nOut)
-   self.output = single and y:view(nOut) or y
-   return self.output
+   local y = euclidean_output(self, input, self.diagCov)
+   return y
 end
 function WeightedEuclidean:__tostring__()
    return string.format('nn.WeightedEuclidean(%d -> %d)', self.weight:size(1), self.weight:size(2))
@@ -506,11 +497,7 @@ function Cosine:__init(inputSize, outputSize)
    self.gradWeight = torch.Tensor(outputSize, inputSize):zero()
    self:reset()
 end
-function Cosine:reset(stdv)
-   stdv = param_reset(self, stdv, self.weight:size(1))
-   self.weight:uniform(-stdv, stdv)
-   return self
-end
+Cosine.reset = uniform_reset('weight', function(self) return self.weight:size(1) end)
 function Cosine:updateOutput(input)
    local nOut, nIn = self.weight:size(1), self.weight:size(2)
    local x, single = batch_input(self, input, nIn, 2)
@@ -558,8 +545,7 @@ function L1Penalty:updateGradInput(input, gradOutput)
    end)
    return self.gradInput
 end
-function L1Penalty:accGradParameters() end
-function L1Penalty:backward(input, gradOutput) return self:updateGradInput(input, gradOutput) end
+nn._directBackward(L1Penalty)
 
 
 return true

@@ -61,11 +61,7 @@ function Identity:updateGradInput(input, gradOutput)
    return self.gradInput
 end
 
-function Identity:accGradParameters() end
-
-function Identity:backward(input, gradOutput, scale)
-   return self:updateGradInput(input, gradOutput)
-end
+nn._directBackward(Identity)
 
 ---------------------------------------------------------------------------------------------
 -- SplitTable(dim [, nInputDims]): a tensor -> the table of its slices along dim.
@@ -159,11 +155,7 @@ function SelectTable:updateGradInput(input, gradOutput)
    return g
 end
 
-function SelectTable:accGradParameters() end
-
-function SelectTable:backward(input, gradOutput)
-   return self:updateGradInput(input, gradOutput)
-end
+nn._directBackward(SelectTable)
 
 function SelectTable:__tostring__()
    return fmt('%s(%d)', torch.type(self), self.index)
@@ -211,11 +203,7 @@ function NarrowTable:updateGradInput(input, gradOutput)
    return g
 end
 
-function NarrowTable:accGradParameters() end
-
-function NarrowTable:backward(input, gradOutput)
-   return self:updateGradInput(input, gradOutput)
-end
+nn._directBackward(NarrowTable)
 
 ---------------------------------------------------------------------------------------------
 -- FlattenTable: a nested table of tensors -> a flat list (depth first, in index order).
@@ -256,11 +244,7 @@ function FlattenTable:updateGradInput(input, gradOutput)
    return self.gradInput
 end
 
-function FlattenTable:accGradParameters() end
-
-function FlattenTable:backward(input, gradOutput)
-   return self:updateGradInput(input, gradOutput)
-end
+nn._directBackward(FlattenTable)
 
 ---------------------------------------------------------------------------------------------
 -- MixtureTable([dim]): input {gater, experts}; output = sum_i gater[.., i] * expert_i.
@@ -360,11 +344,7 @@ function CriterionTable:updateGradInput(input)
    return self.gradInput
 end
 
-function CriterionTable:accGradParameters() end
-
-function CriterionTable:backward(input, gradOutput)
-   return self:updateGradInput(input, gradOutput)
-end
+nn._directBackward(CriterionTable)
 
 ---------------------------------------------------------------------------------------------
 -- Elementwise reductions of a table: CAddTable (sum), CSubTable (a - b), CMulTable

@@ -6,11 +6,9 @@
 -- forward is a handful of differentiable ops and the backward is their transposes.
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 
-local spatial = {[3] = true, [4] = true}
-local SPATIAL = 'a 3D (C,H,W) or 4D (N,C,H,W)'
+local spatial, SPATIAL = U.spatial, U.SPATIAL
 
 local function check_scale(self, s)
    if type(s) ~= 'number' or s < 1 or s % 1 ~= 0 then

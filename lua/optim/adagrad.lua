@@ -34,13 +34,7 @@ return function(optim)
    A.adagrad = adagrad
 
    -- x, {f} = optim.adagrad(feval, x[, config][, state])
-   function optim.adagrad(opfunc, x, config, state)
-      config, state = U.check_args('adagrad', opfunc, x, config, state, 2)
-      local h = adagrad.hyper(config, x, 2)
-      local fx, dfdx = U.eval('adagrad', opfunc, x, 2)
-      U.no_grad(adagrad.apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.adagrad = U.functional('adagrad', adagrad)
 
    -----------------------------------------------------------------------------------------
    -- adadelta
@@ -70,11 +64,5 @@ return function(optim)
    end
    A.adadelta = adadelta
 
-   function optim.adadelta(opfunc, x, config, state)
-      config, state = U.check_args('adadelta', opfunc, x, config, state, 2)
-      local h = adadelta.hyper(config, x, 2)
-      local fx, dfdx = U.eval('adadelta', opfunc, x, 2)
-      U.no_grad(adadelta.apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.adadelta = U.functional('adadelta', adadelta)
 end

@@ -68,23 +68,11 @@ return function(optim)
    -- x, {f} = optim.adam(feval, x[, config][, state])
    -- config: learningRate (1e-3), learningRateDecay (0), beta1 (0.9), beta2 (0.999),
    --         epsilon (1e-8), weightDecay (0, added to the gradient), amsgrad (false)
-   function optim.adam(opfunc, x, config, state)
-      config, state = U.check_args('adam', opfunc, x, config, state, 2)
-      local h = A.adam.hyper(config, x, 2)
-      local fx, dfdx = U.eval('adam', opfunc, x, 2)
-      U.no_grad(adam_apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.adam = U.functional('adam', A.adam)
 
    -- x, {f} = optim.adamw(feval, x[, config][, state]): adam with weightDecay (default
    -- 1e-2) applied to x directly, x = x * (1 - lr * weightDecay), not through the gradient.
-   function optim.adamw(opfunc, x, config, state)
-      config, state = U.check_args('adamw', opfunc, x, config, state, 2)
-      local h = A.adamw.hyper(config, x, 2)
-      local fx, dfdx = U.eval('adamw', opfunc, x, 2)
-      U.no_grad(adam_apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.adamw = U.functional('adamw', A.adamw)
 
    -----------------------------------------------------------------------------------------
    -- adamax: the infinity-norm variant.
@@ -114,11 +102,5 @@ return function(optim)
    end
    A.adamax = adamax
 
-   function optim.adamax(opfunc, x, config, state)
-      config, state = U.check_args('adamax', opfunc, x, config, state, 2)
-      local h = adamax.hyper(config, x, 2)
-      local fx, dfdx = U.eval('adamax', opfunc, x, 2)
-      U.no_grad(adamax.apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.adamax = U.functional('adamax', adamax)
 end

@@ -43,11 +43,5 @@ return function(optim)
    A.asgd = asgd
 
    -- x, {f}, ax = optim.asgd(feval, x[, config][, state])
-   function optim.asgd(opfunc, x, config, state)
-      config, state = U.check_args('asgd', opfunc, x, config, state, 2)
-      local h = asgd.hyper(config, x, 2)
-      local fx, dfdx = U.eval('asgd', opfunc, x, 2)
-      U.no_grad(asgd.apply, x, dfdx, h, state)
-      return x, {fx}, state.ax
-   end
+   optim.asgd = U.functional('asgd', asgd, 'ax')
 end

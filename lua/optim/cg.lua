@@ -151,10 +151,5 @@ return function(optim)
       return x, fx, i
    end
 
-   function optim.cg(opfunc, x, config, state)
-      config, state = U.check_args('cg', opfunc, x, config, state, 2)
-      local h = cg.hyper(config, x, 2)
-      local rx, fx, n = cg.run(opfunc, x, h, state, 2) -- not a tail call: error levels
-      return rx, fx, n
-   end
+   optim.cg = U.functional('cg', cg)
 end

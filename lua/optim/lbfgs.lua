@@ -270,10 +270,5 @@ return function(optim)
    end
    A.lbfgs = lbfgs
 
-   function optim.lbfgs(opfunc, x, config, state)
-      config, state = U.check_args('lbfgs', opfunc, x, config, state, 2)
-      local h = lbfgs.hyper(config, x, 2)
-      local rx, fx, n = lbfgs.run(opfunc, x, h, state, 2) -- not a tail call: error levels
-      return rx, fx, n
-   end
+   optim.lbfgs = U.functional('lbfgs', lbfgs)
 end

@@ -44,13 +44,7 @@ return function(optim)
    A.rmsprop = rmsprop
 
    -- x, {f} = optim.rmsprop(feval, x[, config][, state])
-   function optim.rmsprop(opfunc, x, config, state)
-      config, state = U.check_args('rmsprop', opfunc, x, config, state, 2)
-      local h = rmsprop.hyper(config, x, 2)
-      local fx, dfdx = U.eval('rmsprop', opfunc, x, 2)
-      U.no_grad(rmsprop.apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.rmsprop = U.functional('rmsprop', rmsprop)
 
    -----------------------------------------------------------------------------------------
    -- rprop: per-element step sizes driven by the sign of the gradient only.

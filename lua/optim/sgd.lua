@@ -66,13 +66,7 @@ return function(optim)
    A.sgd = sgd
 
    -- x, {f} = optim.sgd(feval, x[, config][, state])
-   function optim.sgd(opfunc, x, config, state)
-      config, state = U.check_args('sgd', opfunc, x, config, state, 2)
-      local h = sgd.hyper(config, x, 2)
-      local fx, dfdx = U.eval('sgd', opfunc, x, 2)
-      U.no_grad(sgd.apply, x, dfdx, h, state)
-      return x, {fx}
-   end
+   optim.sgd = U.functional('sgd', sgd)
 
    -----------------------------------------------------------------------------------------
    -- nag (Sutskever et al. 2013): the momentum step is taken first, the gradient is

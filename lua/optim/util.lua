@@ -136,4 +136,24 @@ function U.no_grad(fn, ...)
    return fn(...)
 end
 
+-- The functional form optim.<name>(opfunc, x[, config][, state]) of an algorithm
+-- {hyper = , apply = }: checked arguments, one checked evaluation of opfunc, one in-place
+-- update of x with recording off. Returns x, {f(x)} (and state[extra] when extra names a
+-- state field, asgd's averaged x). An algorithm with `run` (cg, lbfgs: several
+-- evaluations per call) returns run's x, {f_0, f_1, ...}, nEval instead.
+function U.functional(name, algo, extra)
+   return function(opfunc, x, config, state)
+      config, state = U.check_args(name, opfunc, x, config, state, 2)
+      local h = algo.hyper(config, x, 2)
+      if algo.run then
+         local rx, fx, n = algo.run(opfunc, x, h, state, 2) -- not a tail call: error levels
+         return rx, fx, n
+      end
+      local fx, dfdx = U.eval(name, opfunc, x, 2)
+      U.no_grad(algo.apply, x, dfdx, h, state)
+      if extra then return x, {fx}, state[extra] end
+      return x, {fx}
+   end
+end
+
 return U

@@ -88,37 +88,43 @@ local function groups_arg(g, name, level)
    return g
 end
 
-function torch.conv2d(input, weight, bias, stride, padding, dilation, groups)
-   local name = 'conv2d'
-   tp(input, name)
-   local x, single = batched(input, name, 2)
-   tp(weight, name)
-   if bias ~= nil then tp(bias, name) end
-   local sh, sw = pair(stride, 1, name, 'stride', 1, 2)
-   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
-   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
-   local g = groups_arg(groups, name, 2)
-   set_shape({sh, sw, ph, pw, dh, dw})
+local function tensor_arg(x, name, level)
+   if not isT(x) then argerror(name, 'expected a tensor, got ' .. describe(x), level + 1) end
+end
+
+-- Checks conv2d's / conv_transpose2d's arguments (output_padding: the transposed op's
+-- only, in its parameter order) and loads them into IN / P; the caller has checked input
+-- with tp. Returns whether the input was a single image.
+local function conv_args(name, input, weight, bias, stride, padding, output_padding, dilation, groups,
+                         transposed, level)
+   local x, single = batched(input, name, level + 1)
+   tensor_arg(weight, name, level + 1)
+   if bias ~= nil then tensor_arg(bias, name, level + 1) end
+   local sh, sw = pair(stride, 1, name, 'stride', 1, level + 1)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, level + 1)
+   local oh, ow
+   if transposed then oh, ow = pair(output_padding, 0, name, 'output_padding', 0, level + 1) end
+   local dh, dw = pair(dilation, 1, name, 'dilation', 1, level + 1)
+   local g = groups_arg(groups, name, level + 1)
+   local geometry = {sh, sw, ph, pw, dh, dw}
+   if transposed then geometry[7], geometry[8] = oh, ow end
+   set_shape(geometry)
    P.i[0] = g
    IN[0], IN[1], IN[2] = x.p, weight.p, bias ~= nil and bias.p or nil
+   return single
+end
+
+function torch.conv2d(input, weight, bias, stride, padding, dilation, groups)
+   tp(input, 'conv2d')
+   local single = conv_args('conv2d', input, weight, bias, stride, padding, nil, dilation, groups, false, 2)
    local r = run(C.TC_OP_CONV2D, 3, nil, 2)
    return unbatch(r, single)
 end
 
 function torch.conv_transpose2d(input, weight, bias, stride, padding, output_padding, dilation, groups)
-   local name = 'conv_transpose2d'
-   tp(input, name)
-   local x, single = batched(input, name, 2)
-   tp(weight, name)
-   if bias ~= nil then tp(bias, name) end
-   local sh, sw = pair(stride, 1, name, 'stride', 1, 2)
-   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
-   local oh, ow = pair(output_padding, 0, name, 'output_padding', 0, 2)
-   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
-   local g = groups_arg(groups, name, 2)
-   set_shape({sh, sw, ph, pw, dh, dw, oh, ow})
-   P.i[0] = g
-   IN[0], IN[1], IN[2] = x.p, weight.p, bias ~= nil and bias.p or nil
+   tp(input, 'conv_transpose2d')
+   local single = conv_args('conv_transpose2d', input, weight, bias, stride, padding, output_padding,
+                            dilation, groups, true, 2)
    local r = run(C.TC_OP_CONV_TRANSPOSE2D, 3, nil, 2)
    return unbatch(r, single)
 end
@@ -143,18 +149,25 @@ local function pool_input(x, name, level)
    end
 end
 
+-- A window pooling op's input, kernel, stride (default: the kernel) and padding,
+-- checked (the caller has checked input with tp): {kh, kw, sh, sw, ph, pw}. Sets IN.
+local function window_args(name, input, kernel, stride, padding, level)
+   pool_input(input, name, level + 1)
+   local kh, kw = pair(kernel, nil, name, 'kernel size', 1, level + 1)
+   local sh, sw = pair(stride, {kh, kw}, name, 'stride', 1, level + 1)
+   local ph, pw = pair(padding, 0, name, 'padding', 0, level + 1)
+   IN[0] = input.p
+   return {kh, kw, sh, sw, ph, pw}
+end
+
 function torch.max_pool2d(input, kernel, stride, padding, dilation, ceil_mode)
    local name = 'max_pool2d'
    tp(input, name)
-   pool_input(input, name, 2)
-   local kh, kw = pair(kernel, nil, name, 'kernel size', 1, 2)
-   local sh, sw = pair(stride, {kh, kw}, name, 'stride', 1, 2)
-   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
-   local dh, dw = pair(dilation, 1, name, 'dilation', 1, 2)
+   local geometry = window_args(name, input, kernel, stride, padding, 2)
+   geometry[7], geometry[8] = pair(dilation, 1, name, 'dilation', 1, 2)
    local ceil = bool_arg(ceil_mode, false, name, 'ceil_mode', 2)
-   set_shape({kh, kw, sh, sw, ph, pw, dh, dw})
+   set_shape(geometry)
    P.i[0] = ceil and 1 or 0
-   IN[0] = input.p
    local v, i = run2(C.TC_OP_MAX_POOL2D, 1, nil, nil, 2)
    return v, plus_one(i)
 end
@@ -162,37 +175,33 @@ end
 function torch.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
    local name = 'avg_pool2d'
    tp(input, name)
-   pool_input(input, name, 2)
-   local kh, kw = pair(kernel, nil, name, 'kernel size', 1, 2)
-   local sh, sw = pair(stride, {kh, kw}, name, 'stride', 1, 2)
-   local ph, pw = pair(padding, 0, name, 'padding', 0, 2)
+   local geometry = window_args(name, input, kernel, stride, padding, 2)
    local ceil = bool_arg(ceil_mode, false, name, 'ceil_mode', 2)
    local incl = bool_arg(count_include_pad, true, name, 'count_include_pad', 2)
-   set_shape({kh, kw, sh, sw, ph, pw})
+   set_shape(geometry)
    P.i[0], P.i[1] = ceil and 1 or 0, incl and 1 or 0
-   IN[0] = input.p
    local r = run(C.TC_OP_AVG_POOL2D, 1, nil, 2)
    return r
 end
 
-function torch.adaptive_avg_pool2d(input, size)
-   local name = 'adaptive_avg_pool2d'
-   tp(input, name)
-   pool_input(input, name, 2)
-   local oh, ow = pair(size, nil, name, 'output size', 1, 2)
-   set_shape({oh, ow})
+-- An adaptive pooling op's input and output size, checked (the caller has checked input
+-- with tp) and loaded into IN / P.
+local function adaptive_args(name, input, size, level)
+   pool_input(input, name, level + 1)
+   set_shape({pair(size, nil, name, 'output size', 1, level + 1)})
    IN[0] = input.p
+end
+
+function torch.adaptive_avg_pool2d(input, size)
+   tp(input, 'adaptive_avg_pool2d')
+   adaptive_args('adaptive_avg_pool2d', input, size, 2)
    local r = run(C.TC_OP_ADAPTIVE_AVG_POOL2D, 1, nil, 2)
    return r
 end
 
 function torch.adaptive_max_pool2d(input, size)
-   local name = 'adaptive_max_pool2d'
-   tp(input, name)
-   pool_input(input, name, 2)
-   local oh, ow = pair(size, nil, name, 'output size', 1, 2)
-   set_shape({oh, ow})
-   IN[0] = input.p
+   tp(input, 'adaptive_max_pool2d')
+   adaptive_args('adaptive_max_pool2d', input, size, 2)
    local v, i = run2(C.TC_OP_ADAPTIVE_MAX_POOL2D, 1, nil, nil, 2)
    return v, plus_one(i)
 end
@@ -210,26 +219,12 @@ local function softmax_into(op, name, x, dim, level)
    return r
 end
 
-function torch.softmax(x, dim)
-   tp(x, 'softmax')
-   local r = softmax_into(C.TC_OP_SOFTMAX, 'softmax', x, dim, 2)
-   return r
-end
-
-function torch.log_softmax(x, dim)
-   tp(x, 'log_softmax')
-   local r = softmax_into(C.TC_OP_LOG_SOFTMAX, 'log_softmax', x, dim, 2)
-   return r
-end
-
-function methods.softmax(x, dim)
-   tp(x, 'softmax')
-   local r = softmax_into(C.TC_OP_SOFTMAX, 'softmax', x, dim, 2)
-   return r
-end
-
-function methods.log_softmax(x, dim)
-   tp(x, 'log_softmax')
-   local r = softmax_into(C.TC_OP_LOG_SOFTMAX, 'log_softmax', x, dim, 2)
-   return r
+-- torch.softmax / x:softmax and torch.log_softmax / x:log_softmax: one function each.
+for name, op in pairs({softmax = C.TC_OP_SOFTMAX, log_softmax = C.TC_OP_LOG_SOFTMAX}) do
+   local function f(x, dim)
+      tp(x, name)
+      local r = softmax_into(op, name, x, dim, 2)
+      return r
+   end
+   torch[name], methods[name] = f, f
 end

@@ -269,22 +269,17 @@ local function corrupt(f, what, pos)
 end
 
 -- Strict reads for object data: a short read is corrupt data, whatever quiet() says.
-local function rint(f, what)
+-- One integer of kind K (INT or LONG) and the byte position it started at.
+local function rinteger(f, K, what)
    local at = f:_tell()
-   local cnt, bad = read_elems(f, INT, INT.one, 1)
+   local cnt, bad = read_elems(f, K, K.one, 1)
    if cnt < 1 then
       corrupt(f, bad and ('expected an integer (' .. what .. ')') or ('unexpected end of data reading ' .. what), bad or at)
    end
-   return INT.one[0], at
+   return K.one[0], at
 end
-local function rlong(f, what)
-   local at = f:_tell()
-   local cnt, bad = read_elems(f, LONG, LONG.one, 1)
-   if cnt < 1 then
-      corrupt(f, bad and ('expected an integer (' .. what .. ')') or ('unexpected end of data reading ' .. what), bad or at)
-   end
-   return LONG.one[0], at
-end
+local function rint(f, what) return rinteger(f, INT, what) end
+local function rlong(f, what) return rinteger(f, LONG, what) end
 
 -- Checks that n items of `bytes` bytes each (binary; one byte each in ascii) can still
 -- be in the data, before anything of that size is allocated.

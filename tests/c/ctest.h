@@ -66,5 +66,11 @@ int ct_same_vals(const tc_tensor *t, const double *v, int64_t n); /* exact; prin
 #define SAME(t, ...) ct_same_vals((t), VALS(__VA_ARGS__), (int64_t)(sizeof(VALS(__VA_ARGS__)) / sizeof(double)))
 #define SZ(...) ((const int64_t[]){__VA_ARGS__})
 #define VALS(...) ((const double[]){__VA_ARGS__})
+#define P(...) (&(tc_params){__VA_ARGS__})
+
+/* A pool of test tensors released together: ct_keep(t) adds t (NULL is ignored) and
+ * returns it; ct_drop() releases every kept tensor (call it before a test returns). */
+tc_tensor *ct_keep(tc_tensor *t);
+void ct_drop(void);
 
 #endif

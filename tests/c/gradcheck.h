@@ -46,4 +46,21 @@ tc_status gc_run_rule(tc_op op, const tc_tensor *const *in, int nin, const tc_pa
  * (same seed, same values). */
 tc_tensor *gc_rand(tc_dtype dt, int ndim, const int64_t *sizes, double lo, double hi, uint64_t seed);
 
+/* In a ctest TEST body: GC(ADD, params, a, b) runs gc_check on TC_OP_ADD with inputs a, b,
+ * then again handing the rule strided output gradients; each failure is a test failure. */
+#define GC(op, p, ...)                                                                      \
+    do {                                                                                    \
+        const tc_tensor *in_[] = {__VA_ARGS__};                                             \
+        int n_ = (int)(sizeof in_ / sizeof *in_);                                           \
+        if (gc_check(TC_OP_##op, in_, n_, (p), NULL)) {                                     \
+            printf("  FAIL %s:%d: gradcheck of %s\n", __FILE__, __LINE__, #op);             \
+            *ctest_failed = 1;                                                              \
+        }                                                                                   \
+        gc_opts so_ = {.strided_gout = true, .quiet = true};                                \
+        if (gc_check(TC_OP_##op, in_, n_, (p), &so_)) {                                     \
+            printf("  FAIL %s:%d: gradcheck of %s with a strided gradient\n", __FILE__, __LINE__, #op); \
+            *ctest_failed = 1;                                                              \
+        }                                                                                   \
+    } while (0)
+
 #endif

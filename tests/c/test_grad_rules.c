@@ -5,46 +5,14 @@
 #include "gradcheck.h"
 #include "autograd/grad.h"
 
-/* ---- a pool of test tensors, released at the end of each test ---------------------------- */
-
-static tc_tensor *pool[512];
-static int npool;
-
-static tc_tensor *keep(tc_tensor *t)
-{
-    if (t && npool < 512) pool[npool++] = t;
-    return t;
-}
-
-static void drop(void)
-{
-    for (int i = 0; i < npool; i++) tc_tensor_release(pool[i]);
-    npool = 0;
-}
+/* ---- test tensors (kept in ctest's pool, released by ct_drop at the end of each test) ---- */
 
 static uint64_t seed = 1;
 
 /* Uniform f64 values in [lo, hi). */
-static tc_tensor *R(int nd, const int64_t *sz, double lo, double hi) { return keep(gc_rand(TC_F64, nd, sz, lo, hi, seed++)); }
-static tc_tensor *V(tc_dtype dt, int nd, const int64_t *sz, const double *v) { return keep(ct_from(dt, nd, sz, v)); }
-static tc_tensor *T(const tc_tensor *t, int a, int b) { return keep(ct_transposed(t, a, b)); }
-
-#define GC(op, p, ...)                                                                      \
-    do {                                                                                    \
-        const tc_tensor *in_[] = {__VA_ARGS__};                                             \
-        int n_ = (int)(sizeof in_ / sizeof *in_);                                           \
-        if (gc_check(TC_OP_##op, in_, n_, (p), NULL)) {                                     \
-            printf("  FAIL %s:%d: gradcheck of %s\n", __FILE__, __LINE__, #op);             \
-            *ctest_failed = 1;                                                              \
-        }                                                                                   \
-        gc_opts so_ = {.strided_gout = true, .quiet = true};                                \
-        if (gc_check(TC_OP_##op, in_, n_, (p), &so_)) {                                     \
-            printf("  FAIL %s:%d: gradcheck of %s with a strided gradient\n", __FILE__, __LINE__, #op); \
-            *ctest_failed = 1;                                                              \
-        }                                                                                   \
-    } while (0)
-
-#define P(...) (&(tc_params){__VA_ARGS__})
+static tc_tensor *R(int nd, const int64_t *sz, double lo, double hi) { return ct_keep(gc_rand(TC_F64, nd, sz, lo, hi, seed++)); }
+static tc_tensor *V(tc_dtype dt, int nd, const int64_t *sz, const double *v) { return ct_keep(ct_from(dt, nd, sz, v)); }
+static tc_tensor *T(const tc_tensor *t, int a, int b) { return ct_keep(ct_transposed(t, a, b)); }
 
 /* ---- coverage ---------------------------------------------------------------------------------- */
 
@@ -82,7 +50,7 @@ TEST(grad_rules_arith_broadcast)
     GC(DIV, NULL, col, b);
     GC(NEG, NULL, at);
     GC(EXP, NULL, a);
-    drop();
+    ct_drop();
 }
 
 /* ---- the basic set the engine starts from ------------------------------------------------- */
@@ -117,13 +85,13 @@ TEST(grad_rules_basic_reduce_linalg_views)
     GC(NARROW, P(.i = {-1, 0, 3}), x);
     GC(NARROW, P(.i = {0, 0, 2}), x); /* the whole dim */
     GC(COPY, P(.i = {-1}), T(m, 0, 1));
-    drop();
+    ct_drop();
 }
 
 /* copy across dtypes: the gradient comes back converted to the input's dtype. */
 TEST(grad_rules_copy_dtypes)
 {
-    tc_tensor *x = R(2, SZ(2, 3), -1, 1), *g = keep(gc_rand(TC_F32, 2, SZ(2, 3), -1, 1, 7)), *gin[1] = {NULL};
+    tc_tensor *x = R(2, SZ(2, 3), -1, 1), *g = ct_keep(gc_rand(TC_F32, 2, SZ(2, 3), -1, 1, 7)), *gin[1] = {NULL};
     const tc_tensor *in[1] = {x}, *gout[1] = {g};
     CHECK_OK(gc_run_rule(TC_OP_COPY, in, 1, P(.i = {TC_F32}), gout, NULL, gin));
     CHECK(gin[0] && gin[0]->dtype == TC_F64 && ct_shape_is(gin[0], 2, SZ(2, 3)));
@@ -131,7 +99,7 @@ TEST(grad_rules_copy_dtypes)
         CHECK_NEAR(ct_at(gin[0], 4), ct_at(g, 4), 0);
         tc_tensor_release(gin[0]);
     }
-    drop();
+    ct_drop();
 }
 
 /* The checker itself must be able to fail: sign's rule says 0, but at x = 0 the central
@@ -148,7 +116,7 @@ TEST(grad_rules_gradcheck_detects_a_wrong_gradient)
     tc_tensor *y = V(TC_F64, 1, SZ(3), VALS(-1, 0.5, 2));
     in[0] = y;
     CHECK(gc_check(TC_OP_SIGN, in, 1, NULL, &q) == 0);
-    drop();
+    ct_drop();
 }
 
 /* ---- every elementwise rule ------------------------------------------------------------- */
@@ -191,7 +159,7 @@ TEST(grad_rules_unary)
     GC(CLAMP, P(.s = {-1, 1}), nz);
     GC(CLAMP, P(.s = {-INFINITY, 0.5}), nz);
     GC(CLAMP, P(.s = {0, INFINITY}), nz);
-    drop();
+    ct_drop();
 }
 
 /* clamp passes the gradient where lo <= x <= hi, the bounds included (PyTorch). */
@@ -206,7 +174,7 @@ TEST(grad_rules_clamp_bounds_and_abs_at_zero)
     CHECK_OK(gc_run_rule(TC_OP_ABS, in, 1, NULL, gout, NULL, gin));
     CHECK(SAME(gin[0], -1, -1, 0, 1, 1));
     tc_tensor_release(gin[0]);
-    drop();
+    ct_drop();
 }
 
 TEST(grad_rules_binary)
@@ -229,7 +197,7 @@ TEST(grad_rules_binary)
     GC(MINIMUM, NULL, u, v);
     GC(MAXIMUM, NULL, u, V(TC_F64, 1, SZ(3), VALS(0.7, 0.2, 2.2)));
     GC(MINIMUM, NULL, V(TC_F64, 2, SZ(2, 1), VALS(0.3, 1.1)), v);
-    drop();
+    ct_drop();
 }
 
 /* Kinks PyTorch defines: pow's exponent gradient at base 0, cmax/cmin ties split in half. */
@@ -255,7 +223,7 @@ TEST(grad_rules_binary_conventions)
     CHECK(SAME(gin[0], 0.5, 1, 0));
     CHECK(SAME(gin[1], 0.5, 0, 1));
     tc_g_release_all(gin, 2);
-    drop();
+    ct_drop();
 }
 
 TEST(grad_rules_ternary_copy_where)
@@ -273,7 +241,7 @@ TEST(grad_rules_ternary_copy_where)
     GC(WHERE, NULL, mask, a, b);
     GC(WHERE, NULL, mask, row, T(R(2, SZ(4, 3), -1, 1), 0, 1));
     GC(WHERE, NULL, V(TC_BOOL, 1, SZ(4), VALS(0, 1, 1, 0)), a, R(0, NULL, -1, 1));
-    drop();
+    ct_drop();
 }
 
 /* ---- reductions, scans, sorting ------------------------------------------------------------- */
@@ -305,7 +273,7 @@ TEST(grad_rules_reductions)
     GC(PROD, P(.i = {-1, 0}), s);
     GC(PROD, P(.i = {1, 0}), R(2, SZ(3, 1), 0.5, 2)); /* a size-1 dim */
     GC(VAR, P(.i = {-1, 0, 1}), xt);
-    drop();
+    ct_drop();
 }
 
 /* prod and cumprod with zeros in the input: exact, no division by zero. */
@@ -335,7 +303,7 @@ TEST(grad_rules_prod_cumprod_zeros)
     CHECK_OK(gc_run_rule(TC_OP_PROD, in, 1, P(.i = {-1, 0}), gout, NULL, gin));
     CHECK(SAME(gin[0], 6, 0, 0));
     tc_g_release_all(gin, 1);
-    drop();
+    ct_drop();
 }
 
 TEST(grad_rules_max_min_sort)
@@ -365,7 +333,7 @@ TEST(grad_rules_max_min_sort)
     GC(TOPK, P(.i = {-2, 2, 0, 1}), x);
     GC(SORT, P(.i = {0, 0}), R(0, NULL, -1, 1));
     GC(MEDIAN, P(.i = {0, 0}), R(0, NULL, -1, 1));
-    drop();
+    ct_drop();
 }
 
 /* max/min over every element split the gradient evenly among ties (PyTorch 1.13);
@@ -388,7 +356,7 @@ TEST(grad_rules_max_ties)
     CHECK_OK(gc_run_rule(TC_OP_MAX, in, 1, P(.i = {-1, 0}), gout, NULL, gin));
     CHECK(SAME(gin[0], 0, 6, 0)); /* the NaN is the max and gets the gradient */
     tc_g_release_all(gin, 1);
-    drop();
+    ct_drop();
 }
 
 /* ---- matrix products ------------------------------------------------------------------------ */
@@ -417,7 +385,7 @@ TEST(grad_rules_linalg)
         GC(ADDBMM, P(.s = {beta, alpha}), R(2, SZ(3, 2), -1, 1), ba, bb);
         GC(ADDBMM, P(.s = {beta, alpha}), R(1, SZ(2), -1, 1), ba, bbt);
     }
-    drop();
+    ct_drop();
 }
 
 /* ---- views ------------------------------------------------------------------------------------ */
@@ -436,8 +404,8 @@ TEST(grad_rules_views)
     GC(PERMUTE, P(.nshape = 3, .shape = {1, -1, 0}), xt);
     GC(VIEW, P(.nshape = 3, .shape = {4, 1, 6}), x);
     GC(VIEW, P(.nshape = 2, .shape = {6, 2}), R(2, SZ(3, 4), -1, 1));
-    GC(SQUEEZE, P(.i = {-1}), keep(ct_from(TC_F64, 4, SZ(1, 3, 1, 2), VALS(1, 2, 3, 4, 5, 6))));
-    GC(SQUEEZE, P(.i = {2}), keep(ct_from(TC_F64, 4, SZ(1, 3, 1, 2), VALS(1, 2, 3, 4, 5, 6))));
+    GC(SQUEEZE, P(.i = {-1}), ct_keep(ct_from(TC_F64, 4, SZ(1, 3, 1, 2), VALS(1, 2, 3, 4, 5, 6))));
+    GC(SQUEEZE, P(.i = {2}), ct_keep(ct_from(TC_F64, 4, SZ(1, 3, 1, 2), VALS(1, 2, 3, 4, 5, 6))));
     GC(SQUEEZE, P(.i = {1}), m);
     GC(SQUEEZE, P(.i = {0}), m); /* size 3: nothing dropped */
     GC(UNSQUEEZE, P(.i = {0}), x);
@@ -449,7 +417,7 @@ TEST(grad_rules_views)
     GC(EXPAND, P(.nshape = 2, .shape = {2, 3}), R(0, NULL, -1, 1));
     GC(TRANSPOSE, P(.i = {1, 1}), x);
     GC(TRANSPOSE, P(.i = {0, 0}), R(0, NULL, -1, 1));
-    drop();
+    ct_drop();
 }
 
 /* unfold and as_strided read elements more than once: their gradients sum. */
@@ -467,7 +435,7 @@ TEST(grad_rules_overlapping_views)
     GC(AS_STRIDED, P(.nshape = 4, .shape = {2, 2, 1, 3}, .i = {1}), f);
     GC(AS_STRIDED, P(.nshape = 2, .shape = {3, 0}, .i = {2}), f); /* one element, read 3 times */
     GC(AS_STRIDED, P(.nshape = 4, .shape = {2, 3, 1, 7}, .i = {0}), x);
-    drop();
+    ct_drop();
 }
 
 /* as_strided reads storage positions, so the gradient follows the input's own layout
@@ -485,12 +453,12 @@ TEST(grad_rules_as_strided_layout)
     /* positions outside the input get no gradient: a narrowed input of a longer storage */
     tc_tensor *f = V(TC_F64, 1, SZ(6), VALS(0, 1, 2, 3, 4, 5)), *part = NULL;
     CHECK_OK(tc_op_run(TC_OP_NARROW, (const tc_tensor *const *)&f, 1, P(.i = {0, 2, 2}), &part, 1));
-    keep(part);
+    ct_keep(part);
     in[0] = part;
     CHECK_OK(gc_run_rule(TC_OP_AS_STRIDED, in, 1, P(.nshape = 2, .shape = {6, 1}, .i = {0}), gout, NULL, gin));
     CHECK(SAME(gin[0], 12, 13));
     tc_g_release_all(gin, 1);
-    drop();
+    ct_drop();
 }
 
 /* ---- index family, cat ------------------------------------------------------------------------- */
@@ -528,13 +496,13 @@ TEST(grad_rules_index)
     GC(MASKED_SELECT, NULL, x, mask);
     GC(MASKED_SELECT, NULL, xt, row);
     GC(MASKED_SELECT, NULL, R(1, SZ(3), -1, 1), mask); /* src broadcast to the mask */
-    drop();
+    ct_drop();
 }
 
 TEST(grad_rules_cat)
 {
     tc_tensor *a = R(2, SZ(2, 3), -1, 1), *b = R(2, SZ(1, 3), -1, 1), *c = T(R(2, SZ(3, 4), -1, 1), 0, 1);
-    tc_tensor *d = R(2, SZ(2, 4), -1, 1), *e = keep(NULL);
+    tc_tensor *d = R(2, SZ(2, 4), -1, 1), *e = ct_keep(NULL);
     GC(CAT, P(.i = {0}), a, b);
     GC(CAT, P(.i = {-2}), a, b, a);
     GC(CAT, P(.i = {1}), a, d);
@@ -542,11 +510,11 @@ TEST(grad_rules_cat)
     GC(CAT, P(.i = {-1}), a, d, a);
     tc_tensor *empty = NULL;
     CHECK_OK(tc_tensor_new(TC_F64, 1, SZ(0), &empty));
-    keep(empty);
+    ct_keep(empty);
     GC(CAT, P(.i = {0}), a, empty, b); /* Torch7: a 1-D empty joins anything */
     GC(CAT, P(.i = {0}), R(1, SZ(3), -1, 1), empty, R(1, SZ(2), -1, 1));
     (void)e;
-    drop();
+    ct_drop();
 }
 
 /* ---- bad input ----------------------------------------------------------------------------- */
@@ -560,7 +528,7 @@ TEST(grad_rules_bad_gradients)
     CHECK_ERR(gc_run_rule(TC_OP_MUL, in, 2, NULL, gout, NULL, gin), TC_ERR_SHAPE,
               "mul backward: gradient of output 1 is float64 (3), expected float64 (2,3)");
     CHECK(!gin[0] && !gin[1]);
-    tc_tensor *g32 = keep(gc_rand(TC_F32, 2, SZ(2, 3), -1, 1, 3));
+    tc_tensor *g32 = ct_keep(gc_rand(TC_F32, 2, SZ(2, 3), -1, 1, 3));
     gout[0] = g32;
     CHECK_ERR(gc_run_rule(TC_OP_ADD, in, 2, P(.s = {1}), gout, NULL, gin), TC_ERR_SHAPE,
               "add backward: gradient of output 1 is float32 (2,3), expected float64 (2,3)");
@@ -581,7 +549,7 @@ TEST(grad_rules_bad_gradients)
     CHECK_OK(gc_run_rule(TC_OP_MUL, in, 2, NULL, gout, (const bool[]){false, true}, gin));
     CHECK(!gin[0] && gin[1]);
     tc_g_release_all(gin, 2);
-    drop();
+    ct_drop();
 }
 
 /* cat of many inputs (an RNN joins every time step): each gets its slice. */
@@ -591,12 +559,12 @@ TEST(grad_rules_cat_many)
     const tc_tensor *in[N];
     for (int i = 0; i < N; i++) in[i] = R(2, SZ(1, 2), -1, 1);
     tc_tensor *gin[N] = {0};
-    tc_tensor *g = keep(ct_arange(TC_F64, 2, SZ(N, 2)));
+    tc_tensor *g = ct_keep(ct_arange(TC_F64, 2, SZ(N, 2)));
     const tc_tensor *gout[1] = {g};
     CHECK_OK(gc_run_rule(TC_OP_CAT, in, N, P(.i = {0}), gout, NULL, gin));
     CHECK(gin[N - 1] && ct_shape_is(gin[N - 1], 2, SZ(1, 2)) && ct_at(gin[N - 1], 1) == 2 * N - 1);
     tc_g_release_all(gin, N);
-    drop();
+    ct_drop();
 }
 
 /* norm at zeros: p = 1.5 has a finite gradient (0) at x = 0, the zero vector gets 0. */
@@ -617,7 +585,7 @@ TEST(grad_rules_norm_zeros)
         CHECK(SAME(gin[0], 0, 0));
         tc_g_release_all(gin, 1);
     }
-    drop();
+    ct_drop();
 }
 
 /* float32: the same rules in single precision agree with float64 (scalars made in the
@@ -695,5 +663,5 @@ TEST(grad_rules_float32)
     F32(NARROW, P(.i = {1, 1, 2}), x);
     F32(COPY, P(.i = {-1}), x);
     F32(WHERE, NULL, V(TC_U8, 1, SZ(4), VALS(1, 0, 0, 1)), x, row);
-    drop();
+    ct_drop();
 }

@@ -4,25 +4,10 @@
 #include "ctest.h"
 #include "gradcheck.h"
 
-static tc_tensor *pool[64];
-static int npool;
 static uint64_t seed = 7;
 
-static tc_tensor *keep(tc_tensor *t)
-{
-    if (t && npool < 64) pool[npool++] = t;
-    return t;
-}
-
-static void drop(void)
-{
-    for (int i = 0; i < npool; i++) tc_tensor_release(pool[i]);
-    npool = 0;
-}
-
-static tc_tensor *R(int nd, const int64_t *sz, double lo, double hi) { return keep(gc_rand(TC_F64, nd, sz, lo, hi, seed++)); }
-static tc_tensor *V(tc_dtype dt, int nd, const int64_t *sz, const double *v) { return keep(ct_from(dt, nd, sz, v)); }
-#define P(...) (&(tc_params){__VA_ARGS__})
+static tc_tensor *R(int nd, const int64_t *sz, double lo, double hi) { return ct_keep(gc_rand(TC_F64, nd, sz, lo, hi, seed++)); }
+static tc_tensor *V(tc_dtype dt, int nd, const int64_t *sz, const double *v) { return ct_keep(ct_from(dt, nd, sz, v)); }
 
 /* ---- second derivatives through the engine ------------------------------------------------
  * gg_check: with h(x) = d/dx sum(op(x) * w) (the rules, run by tc_autograd_grad), checks
@@ -186,7 +171,7 @@ TEST(grad_rules_second_derivatives)
     GG(ATAN2, NULL, x, pos);
     GG(ADDCDIV, P(.s = {0.5}), x, y, pos);
     GG(LERP, NULL, x, y, pos);
-    drop();
+    ct_drop();
 }
 
 TEST(grad_rules_second_derivatives_reduce_shape)
@@ -212,5 +197,5 @@ TEST(grad_rules_second_derivatives_reduce_shape)
     GG(CAT, P(.i = {0}), x, pos);
     GG(UNFOLD, P(.i = {1, 2, 1}), x);
     GG(CLAMP, P(.s = {-1, 1}), x);
-    drop();
+    ct_drop();
 }

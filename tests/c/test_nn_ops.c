@@ -9,40 +9,8 @@
 #include "internal.h"
 #include <stdlib.h>
 
-static tc_tensor *pool[256];
-static int npool;
-
-static tc_tensor *keep(tc_tensor *t)
-{
-    if (t && npool < 256) pool[npool++] = t;
-    return t;
-}
-
-static void drop(void)
-{
-    for (int i = 0; i < npool; i++) tc_tensor_release(pool[i]);
-    npool = 0;
-}
-
 static uint64_t seed = 77;
-static tc_tensor *R(int nd, const int64_t *sz) { return keep(gc_rand(TC_F64, nd, sz, -1, 1, seed++)); }
-
-#define P(...) (&(tc_params){__VA_ARGS__})
-
-#define GC(op, p, ...)                                                                      \
-    do {                                                                                    \
-        const tc_tensor *in_[] = {__VA_ARGS__};                                             \
-        int n_ = (int)(sizeof in_ / sizeof *in_);                                           \
-        if (gc_check(TC_OP_##op, in_, n_, (p), NULL)) {                                     \
-            printf("  FAIL %s:%d: gradcheck of %s\n", __FILE__, __LINE__, #op);             \
-            *ctest_failed = 1;                                                              \
-        }                                                                                   \
-        gc_opts so_ = {.strided_gout = true, .quiet = true};                                \
-        if (gc_check(TC_OP_##op, in_, n_, (p), &so_)) {                                     \
-            printf("  FAIL %s:%d: gradcheck of %s with a strided gradient\n", __FILE__, __LINE__, #op); \
-            *ctest_failed = 1;                                                              \
-        }                                                                                   \
-    } while (0)
+static tc_tensor *R(int nd, const int64_t *sz) { return ct_keep(gc_rand(TC_F64, nd, sz, -1, 1, seed++)); }
 
 /* Runs a one-result op; NULL (and the error printed) on failure. */
 static tc_tensor *run(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc_tensor *c, int nin,
@@ -54,8 +22,8 @@ static tc_tensor *run(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc
         printf("  %s failed: %s\n", tc_op_info(op)->name, tc_last_error());
         return NULL;
     }
-    keep(out[1]);
-    return keep(out[0]);
+    ct_keep(out[1]);
+    return ct_keep(out[0]);
 }
 
 static double dotp(const tc_tensor *a, const tc_tensor *b)
@@ -86,7 +54,7 @@ TEST(nn_rules_conv)
     tc_tensor *x = R(4, SZ(2, 4, 5, 6)), *w = R(4, SZ(6, 2, 3, 2)), *b = R(1, SZ(6));
     GC(CONV2D, P(.nshape = 6, .shape = {2, 1, 1, 0, 1, 2}, .i = {2}), x, w, b);
     /* a strided input, 1x1 kernel (the no-im2col path), more samples than chunks */
-    tc_tensor *xs = keep(ct_transposed(R(4, SZ(17, 3, 4, 5)), 2, 3)), *w1 = R(4, SZ(2, 3, 1, 1)), *b2 = R(1, SZ(2));
+    tc_tensor *xs = ct_keep(ct_transposed(R(4, SZ(17, 3, 4, 5)), 2, 3)), *w1 = R(4, SZ(2, 3, 1, 1)), *b2 = R(1, SZ(2));
     GC(CONV2D, P(.nshape = 6, .shape = {1, 1, 0, 0, 1, 1}, .i = {1}), xs, w1, b2);
     /* transposed: stride 2 with output padding 1; and output padding 1 >= stride 1 (< dilation 2) */
     tc_tensor *xt = R(4, SZ(2, 4, 3, 3)), *wt = R(4, SZ(4, 3, 3, 3)), *bt = R(1, SZ(6));
@@ -96,7 +64,7 @@ TEST(nn_rules_conv)
     /* the weight gradient, as an op of (x, gout) */
     tc_tensor *go = R(4, SZ(2, 6, 3, 4));
     GC(CONV2D_WEIGHT, P(.nshape = 8, .shape = {2, 1, 1, 0, 1, 2, 3, 2}, .i = {2}), x, go);
-    drop();
+    ct_drop();
 }
 
 TEST(nn_rules_pool_softmax)
@@ -116,12 +84,12 @@ TEST(nn_rules_pool_softmax)
     GC(ADAPTIVE_AVG_POOL2D, P(.nshape = 2, .shape = {3, 4}), x);
     GC(ADAPTIVE_AVG_POOL2D, P(.nshape = 2, .shape = {2, 2}), x3);
     GC(ADAPTIVE_AVG_POOL2D_BACKWARD, P(.nshape = 2, .shape = {7, 5}), R(4, SZ(2, 3, 3, 4)));
-    tc_tensor *s = R(3, SZ(3, 4, 5)), *st = keep(ct_transposed(s, 0, 2));
+    tc_tensor *s = R(3, SZ(3, 4, 5)), *st = ct_keep(ct_transposed(s, 0, 2));
     for (int d = -1; d < 3; d++) {
         GC(SOFTMAX, P(.i = {d}), s);
         GC(LOG_SOFTMAX, P(.i = {d}), st);
     }
-    drop();
+    ct_drop();
 }
 
 /* ---- the CPU conv kernels against a naive loop -------------------------------------------------- */
@@ -152,7 +120,7 @@ static tc_tensor *naive_conv(const tc_tensor *x, const tc_tensor *w, const tc_te
                             }
                     Y[((n * O + o) * Ho + i) * Wo + j] = s;
                 }
-    return keep(out);
+    return ct_keep(out);
 }
 
 /* conv2d against the loops, and <conv2d(x,w), g> = <x, convT(g,w)> = <w, conv2d_weight(x,g)>. */
@@ -191,7 +159,7 @@ TEST(nn_conv_matches_loops_on_both_paths)
     CHECK(conv_case(3, 16, 12, 12, 32, 3, 3, 1, SZ(1, 1, 1, 1, 1, 1), true));
     CHECK(conv_case(2, 16, 13, 11, 32, 3, 3, 2, SZ(2, 1, 2, 1, 1, 2), false));
     CHECK(conv_case(2, 64, 12, 12, 64, 1, 1, 1, SZ(1, 1, 0, 0, 1, 1), true));
-    drop();
+    ct_drop();
 }
 
 TEST(nn_conv_weight_same_for_any_thread_count)
@@ -205,7 +173,7 @@ TEST(nn_conv_weight_same_for_any_thread_count)
     tc_tensor *b = run(TC_OP_CONV2D_WEIGHT, x, g, NULL, 2, &p);
     tc_set_num_threads(nt);
     CHECK(a && b && close_all(a, b, 0));
-    drop();
+    ct_drop();
 }
 
 /* ---- layouts, dtypes, results ------------------------------------------------------------------------ */
@@ -215,8 +183,8 @@ TEST(nn_ops_strided_results_and_half)
     /* softmax into a transposed (non-contiguous) result of the right size */
     tc_tensor *x = R(2, SZ(3, 5)), *base = NULL;
     CHECK_OK(tc_tensor_new(TC_F64, 2, SZ(5, 3), &base));
-    keep(base);
-    tc_tensor *res = keep(ct_transposed(base, 0, 1));
+    ct_keep(base);
+    tc_tensor *res = ct_keep(ct_transposed(base, 0, 1));
     tc_tensor *out[1] = {res};
     CHECK_OK(tc_op_run(TC_OP_SOFTMAX, (const tc_tensor *const[]){x}, 1, P(.i = {1}), out, 1));
     tc_tensor *ref = run(TC_OP_SOFTMAX, x, NULL, NULL, 1, P(.i = {1}));
@@ -225,7 +193,7 @@ TEST(nn_ops_strided_results_and_half)
     tc_tensor *v = NULL, *ix = NULL, *px = R(4, SZ(1, 2, 4, 4));
     CHECK_OK(tc_tensor_new(TC_F64, 1, SZ(3), &v));
     CHECK_OK(tc_tensor_new(TC_I64, 1, SZ(3), &ix));
-    keep(v), keep(ix);
+    ct_keep(v), ct_keep(ix);
     tc_tensor *outs[2] = {v, ix};
     CHECK_OK(tc_op_run(TC_OP_MAX_POOL2D, (const tc_tensor *const[]){px}, 1,
                        P(.nshape = 8, .shape = {2, 2, 2, 2, 0, 0, 1, 1}), outs, 2));
@@ -236,7 +204,7 @@ TEST(nn_ops_strided_results_and_half)
     tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){cw}, 1, P(.i = {TC_F32}), &wf, 1);
     tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){cx}, 1, P(.i = {TC_F16}), &xh, 1);
     tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){cw}, 1, P(.i = {TC_F16}), &wh, 1);
-    keep(xf), keep(wf), keep(xh), keep(wh);
+    ct_keep(xf), ct_keep(wf), ct_keep(xh), ct_keep(wh);
     tc_params cp = {.nshape = 6, .shape = {1, 1, 1, 1, 1, 1}, .i = {1}};
     tc_tensor *yf = run(TC_OP_CONV2D, xf, wf, NULL, 3, &cp), *yh = run(TC_OP_CONV2D, xh, wh, NULL, 3, &cp);
     CHECK(yh && yh->dtype == TC_F16);
@@ -246,7 +214,7 @@ TEST(nn_ops_strided_results_and_half)
                 CHECK(!"f16 conv2d matches f32");
                 break;
             }
-    drop();
+    ct_drop();
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------- */
@@ -275,7 +243,7 @@ TEST(nn_ops_bad_input)
     CHECK_ERR(CONV(x, w, b, &ps), TC_ERR_ARG, "conv2d: expects 6 geometry numbers");
     tc_tensor *xf = NULL;
     tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){x}, 1, P(.i = {TC_F32}), &xf, 1);
-    keep(xf);
+    ct_keep(xf);
     CHECK_ERR(CONV(xf, w, b, &p), TC_ERR_DTYPE, "conv2d: dtypes differ");
     CHECK_ERR(tc_op_run(TC_OP_CONV2D, (const tc_tensor *const[]){x, NULL, b}, 3, &p, o1, 1), TC_ERR_ARG,
               "conv2d: input 2 is NULL");
@@ -328,5 +296,5 @@ TEST(nn_ops_bad_input)
     CHECK(!gin[0] && !gin[1] && !gin[2]);
 #undef CONV
 #undef POOL
-    drop();
+    ct_drop();
 }

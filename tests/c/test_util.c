@@ -82,3 +82,18 @@ int ct_same_vals(const tc_tensor *t, const double *v, int64_t n)
     }
     return 1;
 }
+
+static tc_tensor *pool[1024];
+static int npool;
+
+tc_tensor *ct_keep(tc_tensor *t)
+{
+    if (t && npool < (int)(sizeof pool / sizeof *pool)) pool[npool++] = t;
+    return t;
+}
+
+void ct_drop(void)
+{
+    for (int i = 0; i < npool; i++) tc_tensor_release(pool[i]);
+    npool = 0;
+}

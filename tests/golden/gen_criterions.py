@@ -16,36 +16,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from golden_util import lua, num
+
 torch.manual_seed(1313)
 torch.set_default_dtype(torch.float64)
-
-
-def num(v):
-    v = float(v)
-    if math.isinf(v):
-        return 'math.huge' if v > 0 else '-math.huge'
-    return repr(v)
-
-
-def ten(t):
-    t = t.detach().to(torch.float64).contiguous()
-    size = ', '.join(str(d) for d in t.shape)
-    data = ', '.join(num(v) for v in t.flatten().tolist())
-    return '{size={%s}, data={%s}}' % (size, data)
-
-
-def lua(v):
-    if isinstance(v, torch.Tensor):
-        return ten(v)
-    if isinstance(v, (list, tuple)):
-        return '{' + ', '.join(lua(x) for x in v) + '}'
-    if isinstance(v, bool):
-        return 'true' if v else 'false'
-    if v is None:
-        return 'nil'
-    if isinstance(v, (int, float)):
-        return num(v) if isinstance(v, float) else str(v)
-    return repr(v)
 
 
 cases = []

@@ -9,15 +9,14 @@ A tensor is {size={...}, data={...}} (row-major, float64).
 """
 import torch
 
+import golden_util
+
 torch.manual_seed(7)
 torch.set_default_dtype(torch.float64)
 
 
 def ten(t):
-    t = t.detach().to(torch.float64).contiguous()
-    size = ', '.join(str(d) for d in t.shape)
-    data = ', '.join('%.17g' % v for v in t.flatten().tolist())
-    return '{size={%s}, data={%s}}' % (size, data)
+    return golden_util.ten(t, '%.17g')
 
 
 def case(name, mod, inputs):

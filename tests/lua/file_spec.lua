@@ -8,12 +8,7 @@ local function tmpname()
    return os.tmpname()
 end
 
-local function slurp(path)
-   local f = assert(io.open(path, 'rb'))
-   local s = f:read('*a')
-   f:close()
-   return s
-end
+local slurp = U.read_file
 
 local function i32(v) return ffi.string(ffi.new('int32_t[1]', v), 4) end
 local function i64(v) return ffi.string(ffi.new('int64_t[1]', v), 8) end

@@ -170,6 +170,62 @@ local modules = {
    WeightNorm = function() return nn.WeightNorm(nn.Linear(4, 2)), R(3, 4) end,
    WeightedEuclidean = function() return nn.WeightedEuclidean(4, 2), R(3, 4) end,
    WhiteNoise = function() return nn.WhiteNoise(0, 0.1), R(3, 4), {seed = 11} end,
+   -- the late Torch7 modules (lua/nn/torch7_extra.lua, torch7_spatial.lua, volumetric.lua)
+   CAddTensorTable = function() return nn.CAddTensorTable(), {R(3), {R(3), R(3)}} end,
+   Collapse = function() return nn.Collapse(2), R(2, 3, 4) end,
+   Convert = function() return nn.Convert('bchw', 'bf'), R(2, 2, 2, 3) end,
+   Decorator = function() return nn.Decorator(nn.Linear(4, 2)), R(3, 4) end,
+   DontCast = function() return nn.DontCast(nn.Linear(4, 2), true), R(3, 4) end,
+   FeatureLPPooling = function() return nn.FeatureLPPooling(2, 1, 2, true), pos(2, 4, 3) end,
+   GPU = function() return nn.GPU(nn.Linear(4, 2), 1), R(3, 4) end,
+   IndexLinear = function()
+      local m = nn.IndexLinear(6, 3)
+      m:reset()
+      return m, {{torch.LongTensor({1, 5}), torch.LongTensor({2})}, {R(2), R(1)}}
+   end,
+   Kmeans = function() return nn.Kmeans(3, 4), R(6, 4) end,
+   LinearWeightNorm = function() return nn.LinearWeightNorm(4, 3), R(3, 4) end,
+   NaN = function() return nn.NaN(nn.Linear(4, 2), 1), R(3, 4) end,
+   PartialLinear = function()
+      return nn.PartialLinear(4, 5):setPartition(torch.LongTensor({1, 3, 4})), R(3, 4)
+   end,
+   PrintSize = function() return nn.PrintSize('nn_catalog'), R(1, 2) end, -- prints: keep it tiny
+   Profile = function() return nn.Profile(nn.Linear(4, 2), 1e9), R(3, 4) end,
+   SparseLinear = function() return nn.SparseLinear(6, 3), torch.Tensor({{1, 0.5}, {4, -1}, {6, 2}}) end,
+   SpatialConvolutionLocal = function() return nn.SpatialConvolutionLocal(2, 2, 4, 4, 2, 2), R(1, 2, 4, 4) end,
+   SpatialConvolutionMap = function()
+      return nn.SpatialConvolutionMap(torch.Tensor({{1, 1}, {3, 1}, {2, 2}}), 2, 2), R(1, 3, 4, 4)
+   end,
+   -- random pooling regions (also at evaluation): fixed after the first forward, and saved
+   SpatialFractionalMaxPooling = function()
+      return nn.SpatialFractionalMaxPooling(2, 2, 3, 3):fixPoolingRegions(), R(1, 2, 5, 5)
+   end,
+   SpatialFullConvolutionMap = function() return nn.SpatialFullConvolutionMap(nn.tables.full(2, 2), 2, 2, 2, 1), R(1, 2, 3, 3) end,
+   SpatialSubSampling = function() return nn.SpatialSubSampling(2, 2, 2, 1, 1), R(1, 2, 4, 4) end,
+   TemporalDynamicKMaxPooling = function() return nn.TemporalDynamicKMaxPooling(2, 0.5), R(6, 3) end,
+   TemporalRowConvolution = function() return nn.TemporalRowConvolution(3, 2), R(5, 3) end,
+   VolumetricAveragePooling = function() return nn.VolumetricAveragePooling(2, 2, 2, 1, 1, 1), R(1, 2, 3, 3, 3) end,
+   VolumetricConvolution = function() return nn.VolumetricConvolution(2, 2, 2, 2, 2), R(1, 2, 3, 3, 3) end,
+   VolumetricDilatedConvolution = function()
+      return nn.VolumetricDilatedConvolution(2, 2, 2, 2, 2, 1, 1, 1, 0, 0, 0, 2, 1, 1), R(1, 2, 4, 3, 3)
+   end,
+   VolumetricDilatedMaxPooling = function()
+      return nn.VolumetricDilatedMaxPooling(2, 2, 2, 1, 1, 1, 0, 0, 0, 2, 1, 1), R(1, 2, 4, 3, 3)
+   end,
+   VolumetricDropout = function() return nn.VolumetricDropout(0.5), R(2, 2, 2, 2, 2), {seed = 11} end,
+   VolumetricFractionalMaxPooling = function()
+      return nn.VolumetricFractionalMaxPooling(2, 2, 2, 3, 2, 2):fixPoolingRegions(), R(1, 2, 5, 4, 4)
+   end,
+   VolumetricFullConvolution = function() return nn.VolumetricFullConvolution(2, 2, 2, 2, 2), R(1, 2, 2, 2, 2) end,
+   VolumetricMaxPooling = function() return nn.VolumetricMaxPooling(2, 2, 2), R(1, 2, 4, 4, 4) end,
+   VolumetricMaxUnpooling = function()
+      local pool = nn.VolumetricMaxPooling(2, 2, 2)
+      return seq(pool):add(nn.VolumetricMaxUnpooling(pool)), R(1, 2, 4, 4, 4)
+   end,
+   VolumetricReplicationPadding = function() return nn.VolumetricReplicationPadding(1, 1, 1, 1, 1, 1), R(1, 1, 2, 2, 2) end,
+   ZeroGrad = function() return nn.ZeroGrad(), R(3, 4) end,
+   ZipTable = function() return nn.ZipTable(), {{R(2), R(3)}, {R(2), R(3)}} end,
+   ZipTableOneToMany = function() return nn.ZipTableOneToMany(), {R(2), {R(3), R(4)}} end,
 }
 
 -- name -> function returning (criterion, input, target[, checkCriterion options])

@@ -134,6 +134,48 @@ local special = {
          assert.is_truthy(tostring(err):find('out of range', 1, true))
       end,
    },
+   ZeroGrad = {
+      reason = 'backward is zero by design (Torch7), not the derivative of the identity forward',
+      check = function()
+         torch.manualSeed(5)
+         local m, x = C.modules.ZeroGrad()
+         assert.is_true(m:forward(x):equal(x), 'forward is not the identity')
+         local gi = m:backward(x, torch.randn(x:size()))
+         assert.is_true(gi:isSameSizeAs(x) and gi:abs():sum() == 0, 'gradInput is not zero')
+      end,
+   },
+   Kmeans = {
+      reason = 'the output is cluster indices; accGradParameters is the k-means update rule, ' ..
+               'not a derivative',
+      check = function()
+         torch.manualSeed(5)
+         local m, x = C.modules.Kmeans()
+         local idx = m:forward(x)
+         -- each row's index is its nearest centre; loss is the sum of squared distances
+         local loss = 0
+         for i = 1, x:size(1) do
+            local best, arg = math.huge, 0
+            for c = 1, m.k do
+               local d = no_grad(function() return (x[i] - m.weight[c]):pow(2):sum() end)
+               if d < best then best, arg = d, c end
+            end
+            assert.equals(arg, idx[i])
+            loss = loss + best
+         end
+         assert.is_true(math.abs(loss - m.loss) < 1e-9)
+         m:zeroGradParameters()
+         assert.equals(0, m:backward(x, idx):abs():sum())
+         -- gradWeight[c] = -(mean of c's rows - c) (zero for empty clusters)
+         for c = 1, m.k do
+            local sum, n = torch.zeros(x:size(2)), 0
+            for i = 1, x:size(1) do
+               if idx[i] == c then sum:add(x[i]); n = n + 1 end
+            end
+            local want = n > 0 and (m.weight[c] - sum / n) or torch.zeros(x:size(2))
+            near(m.gradWeight[c], want, 1e-6, 'gradWeight of centre ' .. c)
+         end
+      end,
+   },
    StochasticGradient = {
       reason = 'a trainer, not a module or criterion',
       check = function()

@@ -35,6 +35,8 @@ local H = {}
 
 local isTensor = torch.isTensor
 
+-- flatten / rebuild are the checker's own (not nn._flatten / nn._rebuild): the checker
+-- enumerates the inputs to check, so it must not share the code it checks.
 local function flatten(x, list)
    list = list or {}
    if isTensor(x) then
@@ -63,37 +65,23 @@ local function is_float(t)
    return ty == 'torch.DoubleTensor' or ty == 'torch.FloatTensor'
 end
 
--- Deep copy of a nested input, float tensors converted to double.
-local function to_double(x)
+-- Deep copy of a nested input; with `double`, float tensors converted to double.
+local function deep_copy(x, double)
    if isTensor(x) then
-      if is_float(x) then return x:double():clone() end
+      if double and is_float(x) then return x:double():clone() end
       return x:clone()
    elseif type(x) == 'table' then
       local r = {}
-      for i = 1, #x do r[i] = to_double(x[i]) end
+      for i = 1, #x do r[i] = deep_copy(x[i], double) end
       return r
    end
    return x
 end
+local function to_double(x) return deep_copy(x, true) end
+local function copy(x) return deep_copy(x, false) end
 H.toDouble = to_double
 
-local function copy(x)
-   if isTensor(x) then return x:clone() end
-   if type(x) == 'table' then
-      local r = {}
-      for i = 1, #x do r[i] = copy(x[i]) end
-      return r
-   end
-   return x
-end
-
-local function no_grad(f, ...)
-   local prev = torch.set_grad_enabled(false)
-   local r = {pcall(f, ...)}
-   torch.set_grad_enabled(prev)
-   if not r[1] then error(r[2], 0) end
-   return unpack(r, 2, table.maxn(r))
-end
+local no_grad = torch.no_grad
 
 -- relative max error between two tensors
 local function rel_err_(a, b)

@@ -9,15 +9,7 @@ local G = dofile('tests/golden/nn_seq.golden.lua')
 
 torch.setdefaulttensortype('torch.DoubleTensor')
 
-local function T(g)
-   return torch.Tensor(g.data):view(unpack(g.size)):clone()
-end
-
-local function near(a, b, tol, what)
-   assert.are.same(b:size():totable(), a:size():totable(), what)
-   local d = torch.no_grad(function() return (a - b):abs():max() end)
-   assert.is_true(d <= (tol or 1e-9), (what or '') .. ': max diff ' .. d)
-end
+local T, near = U.golden, U.near
 
 local CLASSES = {rnn_tanh = 'RNN', rnn_relu_bf = 'RNN', lstm = 'LSTM', lstm_bf = 'LSTM',
                  gru = 'GRU', gru_bf = 'GRU'}

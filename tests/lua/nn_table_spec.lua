@@ -8,11 +8,7 @@ local U = dofile('tests/lua/spec_util.lua')
 
 torch.setdefaulttensortype('torch.DoubleTensor')
 
-local function near(a, b, tol)
-   assert.are.same(a:size():totable(), b:size():totable())
-   local d = torch.no_grad(function() return (a - b):abs():max() end)
-   assert.is_true(d <= (tol or 1e-12), 'max diff ' .. d)
-end
+local function near(a, b, tol) return U.near(a, b, tol or 1e-12) end
 
 describe('nn table layers', function()
    before_each(function() torch.manualSeed(7) end)

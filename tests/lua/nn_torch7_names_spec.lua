@@ -1,8 +1,8 @@
 -- tests/lua/nn_torch7_names_spec.lua -- how much of Torch7's nn tocha has, by class name.
 -- The lists below are Torch7's nn module and criterion classes (torch/nn master's
 -- init.lua, including the modules merged from dpnn in 2017; 160 modules here against the
--- "162" usually quoted, 25 criterions). The spec asserts that at least 80 of the modules
--- and all 25 criterions exist in tocha's nn as working classes (built through
+-- "162" usually quoted, 25 criterions). The spec asserts that all 160 modules and all
+-- 25 criterions exist in tocha's nn as working classes (built through
 -- tests/lua/nn_catalog.lua, which nn_gradcheck_all_spec and nn_serialize_spec also use),
 -- prints the missing module names, and requires every registered nn class to be either a
 -- Torch7 name or one of tocha's listed additions, so the lists stay current.
@@ -115,7 +115,7 @@ describe("Torch7's nn class names", function()
       assert.equals(25, #torch7_criterions)
    end)
 
-   it('at least 80 of the modules are in tocha (the missing ones are printed)', function()
+   it('all 160 modules are in tocha (the missing ones are printed)', function()
       local present, missing = {}, {}
       for _, name in ipairs(torch7_modules) do
          if has_module(name) then present[#present + 1] = name else missing[#missing + 1] = name end
@@ -123,7 +123,7 @@ describe("Torch7's nn class names", function()
       table.sort(missing)
       print(string.format("\nTorch7 nn modules in tocha: %d of %d. Missing (%d): %s", #present,
                           #torch7_modules, #missing, table.concat(missing, ' ')))
-      assert.is_true(#present >= 80, 'only ' .. #present .. " of Torch7's modules are present")
+      assert.same({}, missing)
    end)
 
    it('all 25 criterions are in tocha', function()

@@ -207,12 +207,7 @@ local function inflate_stored(z)
    return data
 end
 
-local function read(path)
-   local f = assert(io.open(path, 'rb'))
-   local s = f:read('*a')
-   f:close()
-   return s
-end
+local read = U.read_file
 
 describe('optim.Logger', function()
    local dir = os.tmpname()

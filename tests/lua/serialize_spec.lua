@@ -15,17 +15,7 @@ local function f32(v) return ffi.string(ffi.new('float[1]', v), 4) end
 local function str(s) return i32(#s) .. s end
 local function obj(idx, class) return i32(4) .. i32(idx) .. str('V 1') .. str(class) end
 
-local function write_file(path, bytes)
-   local f = assert(io.open(path, 'wb'))
-   f:write(bytes)
-   f:close()
-end
-local function slurp(path)
-   local f = assert(io.open(path, 'rb'))
-   local s = f:read('*a')
-   f:close()
-   return s
-end
+local write_file, slurp = U.write_file, U.read_file
 
 local all_types = {'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double', 'Half', 'BFloat16', 'Bool'}
 

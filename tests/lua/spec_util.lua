@@ -1,4 +1,4 @@
--- tests/lua/spec_util.lua -- helpers shared by the tensor specs. Load with
+-- tests/lua/spec_util.lua -- helpers shared by the specs. Load with
 -- dofile('tests/lua/spec_util.lua') from the repository root (busted runs there).
 local U = {}
 
@@ -19,6 +19,41 @@ function U.seq(...)
    local i = 0
    t:apply(function() i = i + 1 return i end)
    return t
+end
+
+-- The whole content of a file (binary); a missing file is an error.
+function U.read_file(path)
+   local f = assert(io.open(path, 'rb'))
+   local s = f:read('*a')
+   f:close()
+   return s
+end
+
+-- Writes bytes to path (binary), replacing the file.
+function U.write_file(path, bytes)
+   local f = assert(io.open(path, 'wb'))
+   f:write(bytes)
+   f:close()
+end
+
+-- A golden tensor {size={...}, data={...}} (tests/golden/gen_*.py output) as a new
+-- DoubleTensor.
+function U.golden(g)
+   return torch.DoubleTensor(g.data):view(torch.LongStorage(g.size)):clone()
+end
+
+-- Raises at the spec line unless a and b have the same size and max |a - b| <= tol
+-- (default 1e-9); `what` names the value compared.
+function U.near(a, b, tol, what)
+   tol = tol or 1e-9
+   if not a:isSameSizeAs(b) then
+      error(string.format('%s: size %s, expected %s', what or 'tensor', table.concat(a:size():totable(), 'x'),
+                          table.concat(b:size():totable(), 'x')), 2)
+   end
+   local d = torch.no_grad(function() return (a - b):abs():max() end)
+   if not (d <= tol) then
+      error(string.format('%s: max diff %g > %g', what or 'tensor', d, tol), 2)
+   end
 end
 
 return U
