@@ -68,6 +68,28 @@ static bool exclusive(const tc_tensor *t)
            tc_tensor_is_contiguous(t);
 }
 
+/* A gradient buffer that may be added into in place: nobody else sees it, and its
+ * elements tile its storage without overlap in some dim order (contiguous, or a
+ * transpose: the layout the mm rules give a transposed weight's gradient). */
+static bool own_dense(const tc_tensor *t)
+{
+    if (t->refcount != 1 || !t->storage || t->storage->refcount != 1 || t->autograd) return false;
+    int64_t st[TC_MAX_DIMS], sz[TC_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] == 1) continue;
+        int j = n++;
+        for (; j > 0 && st[j - 1] < t->stride[d]; j--) st[j] = st[j - 1], sz[j] = sz[j - 1];
+        st[j] = t->stride[d], sz[j] = t->size[d];
+    }
+    int64_t expect = 1;
+    for (int k = n - 1; k >= 0; k--) {
+        if (st[k] != expect) return false;
+        expect *= sz[k];
+    }
+    return true;
+}
+
 static tc_status add_op(const tc_tensor *a, const tc_tensor *b, tc_tensor *out, tc_tensor **res)
 {
     const tc_tensor *in[2] = {a, b};
@@ -87,7 +109,7 @@ static tc_status accumulate(tc_tensor **slot, tc_tensor *g, bool create_graph)
     }
     tc_tensor *a = *slot, *r;
     tc_status s;
-    if (!create_graph && exclusive(a) && tc_same_shape(a, g)) {
+    if (!create_graph && own_dense(a) && tc_same_shape(a, g)) {
         s = add_op(a, g, a, &r);
     } else {
         s = add_op(a, g, NULL, &r);
@@ -245,6 +267,37 @@ static tc_status rule_error(const tc_node *n, tc_status s)
     return tc_set_error(s, "%s", buf);
 }
 
+/* narrow / select under a plain backward (no create_graph, no anomaly mode): g is added
+ * into its slice of the producer's gradient buffer in place, instead of the rule's
+ * zero-padded full-size gradient and a full-size add. An LSTM slices its gates and its
+ * chunk of the input projection several times per step, so padded gradients cost
+ * O(steps) full-size passes each. The buffer is made exclusive first (zeros, or a copy of
+ * a gradient shared with someone else); the rule itself still serves create_graph, whose
+ * ops must be recorded. Sets *done when it handled the node. */
+static tc_status slice_accumulate(tc_node *n, bool *done)
+{
+    const tc_tmeta *m = &n->meta[0];
+    const tc_tensor *g = n->gbuf[0];
+    tc_edge *e = &n->edges[0];
+    *done = false;
+    if (!g || g->dtype != m->dtype) return TC_OK;
+    tc_tensor **slot = &e->node->gbuf[e->nr], *buf = *slot;
+    if (!buf || !own_dense(buf) || buf->dtype != m->dtype) {
+        tc_tensor *fresh;
+        if (buf) TRY(tc_g_copy(buf, -1, &fresh));
+        else TRY(tc_g_full(m, 0, &fresh));
+        tc_tensor_release(buf);
+        *slot = buf = fresh;
+    }
+    const tc_tensor *in[1] = {buf};
+    tc_tensor *view[1] = {NULL}, *r;
+    TRY(tc_op_run((tc_op)n->op, in, 1, &n->p, view, 1));
+    tc_status s = add_op(view[0], g, view[0], &r);
+    tc_tensor_release(view[0]);
+    *done = s == TC_OK;
+    return s;
+}
+
 #define SMALL 8
 
 static tc_status run_rule(run *R, tc_node *n)
@@ -263,18 +316,19 @@ static tc_status run_rule(run *R, tc_node *n)
                             name);
     int nin = n->nin, nout = n->nout, ns = nin + nout;
     const tc_tensor *sv_small[SMALL + 2];
-    tc_tensor *gin_small[SMALL];
+    tc_tensor *gin_small[SMALL], *acc_small[SMALL];
     bool needs_small[SMALL];
     const tc_tensor **sv = sv_small;
-    tc_tensor **gin = gin_small;
+    tc_tensor **gin = gin_small, **acc = acc_small;
     bool *needs = needs_small;
     tc_tensor *tmp_out[2] = {NULL, NULL};
     if (nin > SMALL) {
         sv = calloc((size_t)ns, sizeof *sv);
         gin = calloc((size_t)nin, sizeof *gin);
+        acc = calloc((size_t)nin, sizeof *acc);
         needs = calloc((size_t)nin, sizeof *needs);
-        if (!sv || !gin || !needs) {
-            free(sv), free(gin), free(needs);
+        if (!sv || !gin || !acc || !needs) {
+            free(sv), free(gin), free(acc), free(needs);
             return tc_set_error(TC_ERR_MEMORY, "%s: out of memory", name);
         }
     }
@@ -282,9 +336,17 @@ static tc_status run_rule(run *R, tc_node *n)
     bool any = false;
     for (int i = 0; i < nin; i++) {
         gin[i] = NULL;
+        acc[i] = NULL;
         tc_node *c = n->edges[i].node;
         needs[i] = c && (c->needed & NEEDED);
         any = any || needs[i];
+        if (needs[i] && !R->create_graph && !tc_ag_anomaly_on) { /* grad.h: acc */
+            tc_tensor *b = c->gbuf[n->edges[i].nr];
+            const tc_tmeta *m = &n->meta[i];
+            bool fits = b && own_dense(b) && b->dtype == m->dtype && b->ndim == m->ndim;
+            for (int d = 0; fits && d < m->ndim; d++) fits = b->size[d] == m->size[d];
+            if (fits) acc[i] = b;
+        }
     }
     for (int k = 0; k < ns && s == TC_OK; k++) {
         sv[k] = n->saved[k];
@@ -306,7 +368,11 @@ static tc_status run_rule(run *R, tc_node *n)
         tc_set_history(tmp_out[o], n, o);
         sv[nin + o] = tmp_out[o];
     }
-    if (s == TC_OK && any) {
+    bool sliced = false;
+    if (s == TC_OK && any && needs[0] && (n->op == TC_OP_NARROW || n->op == TC_OP_SELECT) && !R->create_graph &&
+        !tc_ag_anomaly_on)
+        s = slice_accumulate(n, &sliced);
+    if (s == TC_OK && any && !sliced) {
         tc_grad_ctx ctx = {.op = (tc_op)n->op,
                            .p = &n->p,
                            .nin = nin,
@@ -316,7 +382,8 @@ static tc_status run_rule(run *R, tc_node *n)
                            .gout = (const tc_tensor *const *)n->gbuf,
                            .needs = needs,
                            .meta = n->meta,
-                           .out_meta = n->meta + nin};
+                           .out_meta = n->meta + nin,
+                           .acc = acc};
         s = rule->fn(&ctx, gin);
         if (s) s = rule_error(n, s);
     }
@@ -350,7 +417,7 @@ static tc_status run_rule(run *R, tc_node *n)
         tc_edge *e = &n->edges[i];
         s = accumulate(&e->node->gbuf[e->nr], gin[i], R->create_graph);
     }
-    if (nin > SMALL) free(sv), free(gin), free(needs);
+    if (nin > SMALL) free(sv), free(gin), free(acc), free(needs);
     if (s == TC_OK && !R->retain_graph) tc_node_release_saved(n);
     return s;
 }

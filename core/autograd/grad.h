@@ -46,6 +46,12 @@ typedef struct tc_grad_ctx {
     const bool *needs;            /* needs[i]: the gradient of input i is wanted */
     const tc_tmeta *meta;         /* each forward input's dtype and sizes */
     const tc_tmeta *out_meta;     /* each forward output's */
+    /* acc (may be NULL), acc[i]: the gradient of input i summed so far, in a buffer nobody
+     * else sees, of meta[i]'s sizes and dtype (any dense layout). A rule may add its
+     * gradient of input i into it in place, through an op, and leave gin[i] NULL: that
+     * saves the separate result and the engine's add pass (an LSTM's recurrent weight
+     * gets a gradient every step). Offered only without create_graph or anomaly mode. */
+    tc_tensor *const *acc;
 } tc_grad_ctx;
 
 /* gin has nin slots, all NULL on entry. For each i with needs[i] the rule stores a new

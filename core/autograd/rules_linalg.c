@@ -82,17 +82,36 @@ static bool col_major(const tc_tensor *t, int r)
     return t && t->size[r] > 1 && t->size[r + 1] > 1 && t->stride[r] == 1 && t->stride[r + 1] == t->size[r];
 }
 
+/* acc[i] += x @ y in place (addmm / baddbmm into the engine's buffer, grad.h), when the
+ * engine offered a buffer for input i; false when it did not (nothing done). */
+static bool add_into(tc_garena *A, const tc_grad_ctx *c, int i, tc_op op, const tc_tensor *x, const tc_tensor *y)
+{
+    tc_tensor *acc = c->acc ? c->acc[i] : NULL;
+    if (!acc) return false;
+    if (A->err || !x || !y) return true; /* the arena's error stands */
+    const tc_tensor *in[3] = {acc, x, y};
+    tc_tensor *out[1] = {acc};
+    tc_params p = {.s = {1, 1}};
+    tc_status s = tc_op_run(op == TC_OP_BMM ? TC_OP_BADDBMM : TC_OP_ADDMM, in, 3, &p, out, 1);
+    if (s) A->err = s;
+    return true;
+}
+
 /* (n,k)(k,m) or batched (b,n,k)(b,k,m): dA = g B^T (or (B g^T)^T), dB = A^T g (or (g^T A)^T) */
 static void mm_grads(tc_garena *A, const tc_grad_ctx *c, tc_op op, const tc_tensor *g, int ia, tc_tensor **gin)
 {
     int r = op == TC_OP_BMM ? 1 : 0;
     const tc_tensor *a = c->in[ia], *b = c->in[ia + 1];
-    if (c->needs[ia]) {
+    if (c->needs[ia] && c->acc && c->acc[ia]) {
+        add_into(A, c, ia, op, g, tr(A, b, r, r + 1));
+    } else if (c->needs[ia]) {
         const tc_tensor *ga = col_major(a, r) ? tr(A, mat2(A, op, b, tr(A, g, r, r + 1)), r, r + 1)
                                               : mat2(A, op, g, tr(A, b, r, r + 1));
         put(A, c, ia, ga, gin);
     }
-    if (c->needs[ia + 1]) {
+    if (c->needs[ia + 1] && c->acc && c->acc[ia + 1]) {
+        add_into(A, c, ia + 1, op, tr(A, a, r, r + 1), g);
+    } else if (c->needs[ia + 1]) {
         const tc_tensor *gb = col_major(b, r) ? tr(A, mat2(A, op, tr(A, g, r, r + 1), a), r, r + 1)
                                               : mat2(A, op, tr(A, a, r, r + 1), g);
         put(A, c, ia + 1, gb, gin);

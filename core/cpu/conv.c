@@ -13,24 +13,19 @@
  * planes already are the column matrix.
  *
  * Threads: the units of work (samples, or sample-groups) are cut into at most MAX_CHUNKS
- * fixed chunks, and the chunks into one part per thread of our pool; each part has its
- * own column buffer and calls gemm single-threaded. OpenBLAS keeps a gemm under 65536*4
- * multiply-adds on the calling thread by itself; larger ones are kept there by lowering
- * OpenBLAS's thread count for the duration of the call, so the two pools never
- * oversubscribe the cores. (Chosen over OpenBLAS-threaded per-sample gemms: no thread
- * handshake per gemm, and im2col/col2im run in parallel too; the shared 2-core dev box was
- * too loaded to time the difference reliably: re-measure on a quiet machine.) A single unit (one image, one group) runs with OpenBLAS threading the gemm
- * and im2col/col2im splitting channels over the pool. The weight gradient accumulates one
- * partial sum per chunk and adds them in chunk order, so its result does not depend on the
- * thread count.
+ * fixed chunks, which the pool hands out to its threads as they come free; a range of
+ * chunks runs with a column buffer of its own (one per thread) and calls gemm on its own
+ * thread (OpenBLAS is single-threaded, see gemm.h; no thread handshake per gemm, and
+ * im2col/col2im run in parallel too). A single chunk (one image, one group) splits its
+ * gemm and its im2col/col2im channels over the pool instead. The weight gradient
+ * accumulates one partial sum per chunk and adds them in chunk order, so its result does
+ * not depend on the thread count.
  */
+#include "gemm.h"
 #include "nn.h"
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
-/* OpenBLAS runs a gemm with m*n*k at or below this on the calling thread. */
-#define BLAS_SINGLE_THREAD_MNK (65536.0 * 4)
 /* Chunks of samples when spreading small products over the pool (the weight gradient's
  * partial sums: fixed, so the summation order never depends on the thread count). */
 #define MAX_CHUNKS 16
@@ -73,6 +68,50 @@ static void kcols_of(const geom *g, kcols *kc)
 /* Loop order c, ki, i, kj: the input row (and whether it exists) is found once for all kW
  * kernel columns; rows are short (Wo), so the bookkeeping per row is what costs. Kernels
  * wider than MAX_KW take the same loops with the column ranges computed per row. */
+/* Short runs (a row of a 10x10 output is 40 bytes) in 16-byte moves (copy and zero: the
+ * last one overlapping the one before): no per-run vectoriser prologue, alias check or
+ * library call, which cost more than the work itself when a run is a few vectors long. */
+#define RUN_OPS(T, sfx)                                                                     \
+    static inline void copy_run_##sfx(T *dst, const T *src, int64_t n)                      \
+    {                                                                                       \
+        const int64_t v = 16 / (int64_t)sizeof(T);                                          \
+        if (n < v) {                                                                        \
+            for (int64_t j = 0; j < n; j++) dst[j] = src[j];                                \
+            return;                                                                         \
+        }                                                                                   \
+        int64_t j = 0;                                                                      \
+        for (; j + v <= n; j += v) memcpy(dst + j, src + j, 16);                            \
+        if (j < n) memcpy(dst + n - v, src + n - v, 16);                                    \
+    }                                                                                       \
+    static inline void zero_run_##sfx(T *dst, int64_t n)                                    \
+    {                                                                                       \
+        const int64_t v = 16 / (int64_t)sizeof(T);                                          \
+        static const T z[16 / sizeof(T)];                                                   \
+        if (n < v) { /* not a loop: GCC would make a loop of stores into a memset call */  \
+            if (n > 0) dst[0] = 0;                                                          \
+            if (n > 1) dst[1] = 0;                                                          \
+            if (n > 2) dst[2] = 0;                                                          \
+            return;                                                                         \
+        }                                                                                   \
+        int64_t j = 0;                                                                      \
+        for (; j + v <= n; j += v) memcpy(dst + j, z, 16);                                  \
+        if (j < n) memcpy(dst + n - v, z, 16);                                              \
+    }                                                                                       \
+    static inline void add_run_##sfx(T *dst, const T *src, int64_t n)                       \
+    {                                                                                       \
+        enum { V = 16 / sizeof(T) };                                                        \
+        int64_t j = 0;                                                                      \
+        for (; j + V <= n; j += V) {                                                        \
+            T a[V], b[V];                                                                   \
+            memcpy(a, dst + j, 16), memcpy(b, src + j, 16);                                 \
+            for (int k = 0; k < V; k++) a[k] += b[k];                                       \
+            memcpy(dst + j, a, 16);                                                         \
+        }                                                                                   \
+        for (; j < n; j++) dst[j] += src[j];                                                \
+    }
+RUN_OPS(float, f32)
+RUN_OPS(double, f64)
+
 #define CONV_LOOPS(T, sfx)                                                                  \
     /* col rows of channels [c0, c1) <- img (Cg, H, W) */                                   \
     static void im2col_##sfx(const geom *g, const T *img, T *col, int64_t c0, int64_t c1)   \
@@ -90,20 +129,17 @@ static void kcols_of(const geom *g, kcols *kc)
                     for (int64_t kj = 0; kj < g->kW; kj++) {                                \
                         T *dst = base + kj * L + i * Wo;                                    \
                         if (!in) {                                                          \
-                            for (int64_t j = 0; j < Wo; j++) dst[j] = 0;                    \
+                            zero_run_##sfx(dst, Wo);                                        \
                             continue;                                                       \
                         }                                                                   \
                         int64_t off, j0, j1;                                                \
                         if (kj < MAX_KW) off = kc.off[kj], j0 = kc.j0[kj], j1 = kc.j1[kj];  \
                         else off = kj * g->dW - g->pW, valid_cols(g, off, &j0, &j1);        \
-                        if (sW == 1 && j0 == 0 && j1 == Wo) {                               \
-                            const T *src = row + off;                                       \
-                            for (int64_t j = 0; j < Wo; j++) dst[j] = src[j];               \
-                            continue;                                                       \
-                        }                                                                   \
-                        for (int64_t j = 0; j < j0; j++) dst[j] = 0;                        \
-                        for (int64_t j = j0; j < j1; j++) dst[j] = row[j * sW + off];       \
-                        for (int64_t j = j1; j < Wo; j++) dst[j] = 0;                       \
+                        zero_run_##sfx(dst, j0);                                            \
+                        if (sW == 1) copy_run_##sfx(dst + j0, row + j0 + off, j1 - j0);     \
+                        else                                                                \
+                            for (int64_t j = j0; j < j1; j++) dst[j] = row[j * sW + off];   \
+                        zero_run_##sfx(dst + j1, Wo - j1);                                  \
                     }                                                                       \
                 }                                                                           \
             }                                                                               \
@@ -114,25 +150,27 @@ static void kcols_of(const geom *g, kcols *kc)
         kcols kc;                                                                           \
         kcols_of(g, &kc);                                                                   \
         const int64_t Wo = g->Wo, L = g->L, sW = g->sW;                                     \
+        /* kj outside i: consecutive adds go to different image rows. With kj inside, each \
+         * add re-read the row just written one element along, and the overlapping loads   \
+         * stalled on store forwarding. */                                                  \
         for (int64_t c = c0; c < c1; c++)                                                   \
-            for (int64_t ki = 0; ki < g->kH; ki++) {                                        \
-                const T *base = col + (c * g->kH + ki) * g->kW * L;                         \
-                for (int64_t i = 0; i < g->Ho; i++) {                                       \
-                    int64_t ih = i * g->sH - g->pH + ki * g->dH;                            \
-                    if (ih < 0 || ih >= g->H) continue;                                     \
-                    T *row = img + (c * g->H + ih) * g->W;                                  \
-                    for (int64_t kj = 0; kj < g->kW; kj++) {                                \
-                        const T *src = base + kj * L + i * Wo;                              \
-                        int64_t off, j0, j1;                                                \
-                        if (kj < MAX_KW) off = kc.off[kj], j0 = kc.j0[kj], j1 = kc.j1[kj];  \
-                        else off = kj * g->dW - g->pW, valid_cols(g, off, &j0, &j1);        \
+            for (int64_t ki = 0; ki < g->kH; ki++)                                          \
+                for (int64_t kj = 0; kj < g->kW; kj++) {                                    \
+                    const T *base = col + ((c * g->kH + ki) * g->kW + kj) * L;              \
+                    int64_t off, j0, j1;                                                    \
+                    if (kj < MAX_KW) off = kc.off[kj], j0 = kc.j0[kj], j1 = kc.j1[kj];      \
+                    else off = kj * g->dW - g->pW, valid_cols(g, off, &j0, &j1);            \
+                    for (int64_t i = 0; i < g->Ho; i++) {                                   \
+                        int64_t ih = i * g->sH - g->pH + ki * g->dH;                        \
+                        if (ih < 0 || ih >= g->H) continue;                                 \
+                        T *row = img + (c * g->H + ih) * g->W;                              \
+                        const T *src = base + i * Wo;                                       \
                         if (sW == 1)                                                        \
-                            for (int64_t j = j0; j < j1; j++) row[j + off] += src[j];       \
+                            add_run_##sfx(row + j0 + off, src + j0, j1 - j0);               \
                         else                                                                \
                             for (int64_t j = j0; j < j1; j++) row[j * sW + off] += src[j];  \
                     }                                                                       \
                 }                                                                           \
-            }                                                                               \
     }                                                                                       \
     /* rows (n, len) = bias[r] each, or 0 without a bias */                                 \
     static void fill_rows_##sfx(T *out, const T *bias, int64_t n, int64_t len)              \
@@ -150,16 +188,12 @@ static void kcols_of(const geom *g, kcols *kc)
 CONV_LOOPS(float, f32)
 CONV_LOOPS(double, f64)
 
-/* C (m, n) = A (m, k) @ B (k, n) + beta C, row-major, A / B transposed on request. */
+/* C (m, n) = A (m, k) @ B (k, n) + beta C, row-major, A / B transposed on request: on
+ * this thread inside a part, split over the pool for a lone unit (gemm.h). */
 static void gemm(int dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                  const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
-    enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
-    if (dt == TC_F32)
-        cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, (float)beta, c,
-                    (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    tc_cpu_gemm(dt, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* ---- channel-parallel im2col / col2im ------------------------------------------------------ */
@@ -201,10 +235,11 @@ typedef struct job {
     int64_t es;
     const char *x, *w, *b; /* dense inputs; b may be NULL */
     char *out;             /* dense result */
-    char *cols;            /* one K*L column buffer per chunk (NULL when direct) */
+    char *cols;            /* nbufs K*L column buffers (NULL when direct) */
     char *parts;           /* conv2d_weight: one weight-sized partial sum per chunk */
     int64_t units, per;    /* units of work (samples, or sample-groups), units per chunk */
-    int64_t nch, nparts;   /* chunks; parts (one per thread, a column buffer each) */
+    int64_t nch, nbufs;    /* chunks; column buffers (one per thread) */
+    uint8_t busy[64];      /* busy[b]: buffer b is taken (atomic) */
 } job;
 
 static void fill_rows(int dt, void *out, const void *bias, int64_t n, int64_t len)
@@ -264,23 +299,35 @@ static void convw_unit(const job *j, int64_t n, char *col, char *part)
     }
 }
 
-/* Chunk c covers units [c*per, min((c+1)*per, units)); part p (one per thread) runs chunks
- * [p*nch/np, (p+1)*nch/np) in order with its own column buffer. */
-static void part_range(void *ctx, int64_t p0, int64_t p1)
+/* A free column buffer: at most nbufs ranges run at once (one per thread), so one is
+ * always free; taken and given back with atomics. */
+static int64_t take_buf(job *j)
 {
-    const job *j = ctx;
+    for (;;)
+        for (int64_t b = 0; b < j->nbufs; b++) {
+            uint8_t no = 0;
+            if (__atomic_compare_exchange_n(&j->busy[b], &no, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return b;
+        }
+}
+
+/* Chunks [c0, c1): chunk c covers units [c*per, min((c+1)*per, units)). The pool hands
+ * out chunk ranges as threads come free (a late worker takes fewer), each run with a
+ * column buffer of its own. */
+static void part_range(void *ctx, int64_t c0, int64_t c1)
+{
+    job *j = ctx;
     int64_t kl = j->g->direct ? 0 : j->g->K * j->g->L, wsize = j->g->O * j->g->K;
-    for (int64_t p = p0; p < p1; p++) {
-        char *col = j->cols ? j->cols + p * kl * j->es : NULL;
-        for (int64_t c = p * j->nch / j->nparts; c < (p + 1) * j->nch / j->nparts; c++) {
-            int64_t u1 = (c + 1) * j->per < j->units ? (c + 1) * j->per : j->units;
-            for (int64_t u = c * j->per; u < u1; u++) {
-                if (j->op == TC_OP_CONV2D) conv_unit(j, u, col);
-                else if (j->op == TC_OP_CONV_TRANSPOSE2D) convt_unit(j, u, col);
-                else convw_unit(j, u, col, j->parts ? j->parts + c * wsize * j->es : j->out);
-            }
+    int64_t b = j->cols ? take_buf(j) : 0;
+    char *col = j->cols ? j->cols + b * kl * j->es : NULL;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t u1 = (c + 1) * j->per < j->units ? (c + 1) * j->per : j->units;
+        for (int64_t u = c * j->per; u < u1; u++) {
+            if (j->op == TC_OP_CONV2D) conv_unit(j, u, col);
+            else if (j->op == TC_OP_CONV_TRANSPOSE2D) convt_unit(j, u, col);
+            else convw_unit(j, u, col, j->parts ? j->parts + c * wsize * j->es : j->out);
         }
     }
+    if (j->cols) __atomic_store_n(&j->busy[b], 0, __ATOMIC_RELEASE);
 }
 
 /* ---- the kernel -------------------------------------------------------------------------- */
@@ -330,10 +377,11 @@ tc_status tc_cpu_conv(const tc_kcall *k)
     j.per = j.units > 0 ? (j.units + nch - 1) / nch : 0;
     if (j.units > 0) nch = (j.units + j.per - 1) / j.per;
     int64_t nt = tc_get_num_threads();
+    if (nt > 64) nt = 64; /* busy[] */
     j.nch = nch;
-    j.nparts = nch < nt ? nch : nt;
+    j.nbufs = nch < nt ? nch : nt;
     if (!g.direct && j.units > 0) {
-        if (!(cols = tc_malloc((size_t)(j.nparts * g.K * g.L * es), "conv: column buffer"))) {
+        if (!(cols = tc_malloc((size_t)(j.nbufs * g.K * g.L * es), "conv: column buffer"))) {
             s = TC_ERR_MEMORY;
             goto done;
         }
@@ -350,18 +398,9 @@ tc_status tc_cpu_conv(const tc_kcall *k)
         }
         if (wsize > 0) memset(j.out, 0, (size_t)(wsize * es));
     }
-    if (j.units > 0) {
-        /* Several parts: each gemm must stay on its own thread. OpenBLAS keeps small ones
-         * there by itself; larger ones are held there by lowering its thread count for the
-         * call (a process-wide setting: a concurrent BLAS caller elsewhere may run
-         * single-threaded meanwhile, never wrongly). One part: OpenBLAS threads each gemm
-         * and im2col/col2im split channels over the pool. */
-        bool hold = j.nparts > 1 && (double)g.Og * (double)g.K * (double)g.L > BLAS_SINGLE_THREAD_MNK;
-        int blas_nt = hold ? openblas_get_num_threads() : 1;
-        if (hold && blas_nt > 1) openblas_set_num_threads(1);
-        tc_parallel_for(j.nparts, 1, part_range, &j);
-        if (hold && blas_nt > 1) openblas_set_num_threads(blas_nt);
-    }
+    /* Several chunks: each runs its gemms on its own thread (nested pool calls run
+     * inline). One chunk: the gemm and im2col/col2im are split over the pool. */
+    if (j.units > 0) tc_parallel_for(j.nch, 1, part_range, &j);
     if (wgrad && nch > 1) /* partial sums in chunk order: independent of the thread count */
         for (int64_t c = 0; c < nch; c++) {
             if (dt == TC_F32) add_into_f32((float *)j.out, (const float *)(parts + c * wsize * es), wsize);

@@ -6,8 +6,9 @@
  * indexed loop the compiler vectorises), a scalar-second-operand path (x:add(5)) and a
  * strided path; the iteration engine (loops.c) decides nothing per op.
  */
-#include "../internal.h"
 #include "../scalar_math.h"
+#include "loops.h"
+#include <ctype.h>
 #include <tgmath.h>
 
 /* For float32, exp and tanh in the formulas use the branch-free versions in
@@ -170,6 +171,15 @@ static tc_status check_no_zero_divisor(const tc_kcall *k)
     return TC_OK;
 }
 
+/* Whether a float formula calls a function (exp, tanh, pow, ...): several ns an element,
+ * so worth splitting over the pool sooner than plain arithmetic (loops.h). */
+static bool calls_function(const char *f)
+{
+    for (const char *p = f; *p; p++)
+        if (*p == '(' && p > f && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) return true;
+    return false;
+}
+
 tc_status tc_cpu_ew(const tc_kcall *k)
 {
     if (tc_kcall_has_half(k)) return tc_cpu_with_f32(k, tc_cpu_ew);
@@ -179,7 +189,10 @@ tc_status tc_cpu_ew(const tc_kcall *k)
         return tc_set_error(TC_ERR_UNSUPPORTED, "%s: no CPU kernel for %s", k->info->name,
                             tc_dtype_name((tc_dtype)dt));
     if (k->info->flags & TC_OPF_ZDIV) TRY(check_no_zero_divisor(k));
-    tc_cpu_foreach(k->out[0], k->in, k->nin, fn, k->p->s[0], k->p->s[1]);
+    bool heavy = (dt == TC_F32 || dt == TC_F64) && tc_tensor_numel(k->out[0]) >= 2 * TC_PARALLEL_GRAIN &&
+                 calls_function(k->info->formula);
+    tc_cpu_foreach_grain(k->out[0], k->in, k->nin, fn, k->p->s[0], k->p->s[1],
+                         heavy ? TC_PARALLEL_GRAIN : TC_EW_GRAIN_CHEAP);
     return TC_OK;
 }
 
@@ -342,11 +355,42 @@ tc_status tc_cpu_convert(const tc_kcall *k)
 
 /* ---- where ----------------------------------------------------------------------------- */
 
+/* Contiguous runs (a mask against two tensors, or against a tensor and a scalar: the
+ * relu forward and the gradient of every masked rule) take indexed loops the compiler
+ * turns into vector blends; anything else the strided loop. */
 #define WHERE_DEF(N, T)                                                                     \
     static void where_##N(char **pp, const int64_t *st, int64_t n, double s0, double s1)   \
     {                                                                                       \
         (void)s0;                                                                           \
         (void)s1;                                                                           \
+        if (st[0] == N && st[1] == 1) {                                                     \
+            T *o = (T *)pp[0];                                                              \
+            const uint8_t *m = (const uint8_t *)pp[1];                                      \
+            if (st[2] == N && st[3] == N) {                                                 \
+                const T *a = (const T *)pp[2], *b = (const T *)pp[3];                       \
+                for (int64_t i = 0; i < n; i++) {                                           \
+                    T x = a[i], y = b[i]; /* both loaded: a branch-free blend */            \
+                    o[i] = m[i] ? x : y;                                                    \
+                }                                                                           \
+                return;                                                                     \
+            }                                                                               \
+            if (st[2] == 0 && st[3] == N) {                                                 \
+                const T a = *(const T *)pp[2], *b = (const T *)pp[3];                       \
+                for (int64_t i = 0; i < n; i++) {                                           \
+                    T y = b[i];                                                             \
+                    o[i] = m[i] ? a : y;                                                    \
+                }                                                                           \
+                return;                                                                     \
+            }                                                                               \
+            if (st[2] == N && st[3] == 0) {                                                 \
+                const T *a = (const T *)pp[2], b = *(const T *)pp[3];                       \
+                for (int64_t i = 0; i < n; i++) {                                           \
+                    T x = a[i];                                                             \
+                    o[i] = m[i] ? x : b;                                                    \
+                }                                                                           \
+                return;                                                                     \
+            }                                                                               \
+        }                                                                                   \
         for (int64_t i = 0; i < n; i++)                                                     \
             *(T *)(pp[0] + i * st[0]) = *(const uint8_t *)(pp[1] + i * st[1])                \
                                             ? *(const T *)(pp[2] + i * st[2])               \

@@ -12,7 +12,8 @@
  * a time. An operand that is "indirect" has loop stride 0 along dim: its position there is
  * the index value read from I. index_* read one index per position along dim (I strides 0
  * in every other dim); gather/scatter read one per element (I has idx's own strides).
- * Ops that write through an index run on one thread: duplicate indices would race.
+ * Ops that write through an index run on one thread (duplicate indices would race), but
+ * scatter along the last dim of a contiguous dst, where rows write disjoint rows.
  */
 #include "../internal.h"
 
@@ -198,7 +199,7 @@ static const add_fn add_fns[TC_DTYPE_COUNT] = {TC_FOR_EACH_FLOAT(ADD_ENTRY) TC_F
 enum { K_COPY, K_ADD, K_FILL };
 
 typedef struct ixctx {
-    int kind;
+    int kind, dt;
     int64_t es;
     bool w_ind, r_ind;  /* which of W, R takes its dim position from the index */
     int64_t wdim, rdim; /* their byte strides along dim */
@@ -223,6 +224,13 @@ static void apply(const ixctx *c, char *w, int64_t ws, const char *r, int64_t rs
     }                                                                                       \
     return
 
+#define SCATTER_ADD_ROW(T)                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                       \
+        int64_t v = *(const int64_t *)(p[OI] + i * st[OI]);                                 \
+        *(T *)(p[OW] + i * st[OW] + v * c->wdim) += *(const T *)(p[OR] + i * st[OR]);       \
+    }                                                                                       \
+    return
+
 static void ix_row(void *vc, char **p, const int64_t *st, const int64_t *pos, int64_t n)
 {
     const ixctx *c = vc;
@@ -240,6 +248,14 @@ static void ix_row(void *vc, char **p, const int64_t *st, const int64_t *pos, in
         default: GATHER_ROW(uint64_t);
         }
     }
+    if (c->kind == K_ADD && c->w_ind && !c->r_ind && (c->dt == TC_F32 || c->dt == TC_F64)) {
+        /* scatter_add of floats (max pooling's gradient): the add inline, not a call an
+         * element */
+        if (c->dt == TC_F32) {
+            SCATTER_ADD_ROW(float);
+        }
+        SCATTER_ADD_ROW(double);
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t v = *(const int64_t *)(p[OI] + i * st[OI]);
         apply(c, p[OW] + i * st[OW] + (c->w_ind ? v * c->wdim : 0), 0,
@@ -249,7 +265,7 @@ static void ix_row(void *vc, char **p, const int64_t *st, const int64_t *pos, in
 
 static ixctx ix_ctx(int kind, const tc_tensor *w, double value)
 {
-    ixctx c = {.kind = kind, .es = tc_elsize(w->dtype), .add = add_fns[w->dtype]};
+    ixctx c = {.kind = kind, .dt = w->dtype, .es = tc_elsize(w->dtype), .add = add_fns[w->dtype]};
     if (kind == K_FILL) tc_store_double(w->dtype, &c.fill, value);
     return c;
 }
@@ -317,7 +333,9 @@ static void scatter(int kind, tc_tensor *dst, const tc_tensor *src, const tc_ten
     loop_operand(&l, OI, idx);
     c.w_ind = true;
     c.wdim = loop_indirect(&l, OW, dim);
-    loop_run(&l, false);
+    /* Along the last dim each row writes only its own row of a contiguous dst, so rows
+     * can run in parallel; along any other dim two rows may hit one element. */
+    loop_run(&l, dim == l.nd - 1 && tc_tensor_is_contiguous(dst));
 }
 
 /* ---- masked ops and nonzero ------------------------------------------------------------- */

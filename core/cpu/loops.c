@@ -5,7 +5,7 @@
  * contiguous tensor becomes one flat run and the loop function sees its fast path. The
  * flat element range is split into chunks for the thread pool; a chunk may start mid-row.
  */
-#include "../internal.h"
+#include "loops.h"
 
 #define MAX_ARGS 4
 
@@ -48,6 +48,26 @@ static void coalesce(plan *pl)
     pl->ndim = nd;
     memcpy(pl->size, size, sizeof size);
     memcpy(pl->stride, stride, sizeof stride);
+}
+
+/* Orders the dims by the output's strides, largest first (a stable insertion sort), so a
+ * result laid out as a transpose (a gradient kept in a transposed weight's layout, for
+ * one) is walked in memory order and merges into one flat run like a contiguous one. The
+ * order of an elementwise loop does not matter, except where the output writes one
+ * element twice (a stride 0): those keep the row-major order. */
+static void order_dims(plan *pl)
+{
+    for (int d = 0; d < pl->ndim; d++)
+        if (pl->size[d] > 1 && pl->stride[0][d] == 0) return;
+    for (int i = 1; i < pl->ndim; i++)
+        for (int j = i; j > 0 && pl->stride[0][j - 1] < pl->stride[0][j]; j--) {
+            int64_t t = pl->size[j];
+            pl->size[j] = pl->size[j - 1], pl->size[j - 1] = t;
+            for (int a = 0; a < pl->nargs; a++) {
+                t = pl->stride[a][j];
+                pl->stride[a][j] = pl->stride[a][j - 1], pl->stride[a][j - 1] = t;
+            }
+        }
 }
 
 /* Runs elements [begin, end) of the flattened space, a row piece at a time. */
@@ -126,16 +146,22 @@ static void run_flat(void *ctx, int64_t begin, int64_t end)
 
 void tc_cpu_foreach(tc_tensor *out, const tc_tensor *const *ins, int nin, tc_loop_fn fn, double s0, double s1)
 {
+    tc_cpu_foreach_grain(out, ins, nin, fn, s0, s1, TC_EW_GRAIN_CHEAP);
+}
+
+void tc_cpu_foreach_grain(tc_tensor *out, const tc_tensor *const *ins, int nin, tc_loop_fn fn, double s0, double s1,
+                          int64_t grain)
+{
     int64_t total = tc_tensor_numel(out);
     if (total == 0) return;
     flat_job fj;
     if (flat_case(out, ins, nin, fj.ptr, fj.st)) {
-        if (total < 2 * TC_PARALLEL_GRAIN) {
+        if (total < 2 * grain) {
             fn(fj.ptr, fj.st, total, s0, s1);
             return;
         }
         fj.fn = fn, fj.nargs = 1 + nin, fj.s0 = s0, fj.s1 = s1;
-        tc_parallel_for(total, TC_PARALLEL_GRAIN, run_flat, &fj);
+        tc_parallel_for(total, grain, run_flat, &fj);
         return;
     }
     plan pl = {.nargs = 1 + nin, .ndim = out->ndim, .fn = fn, .s0 = s0, .s1 = s1};
@@ -151,6 +177,7 @@ void tc_cpu_foreach(tc_tensor *out, const tc_tensor *const *ins, int nin, tc_loo
         pl.base[a + 1] = tc_base(t);
         for (int d = 0; d < out->ndim; d++) pl.stride[a + 1][d] = st[d] * ies;
     }
+    order_dims(&pl);
     coalesce(&pl);
-    tc_parallel_for(total, TC_PARALLEL_GRAIN, run_range, &pl);
+    tc_parallel_for(total, grain, run_range, &pl);
 }

@@ -3,6 +3,7 @@
  * res = beta * M + alpha * (A @ B), Torch7's formula (s0 = beta, s1 = alpha; the plain
  * products dot/mv/mm/bmm use beta 0, alpha 1). float/double go to OpenBLAS (?dot, ?gemv,
  * ?ger, ?gemm); integer types run one plain strided loop; f16/bf16 compute in f32.
+ * OpenBLAS runs single-threaded: large products are split over our pool here (gemm.h).
  *
  * Layout: BLAS reads a row-major matrix with unit column stride and a leading dimension
  * (the row stride). A matrix with unit *row* stride is the transpose of such a matrix, so
@@ -16,7 +17,7 @@
  * beta == 0 M is never read: BLAS's contract is that gemm/gemv do not read C when beta is
  * 0, and ger / empty products zero D themselves, so NaN in M or in D cannot leak.
  */
-#include "../internal.h"
+#include "gemm.h"
 #include <cblas.h>
 #include <limits.h>
 
@@ -272,15 +273,94 @@ static void gemm_at(const gemm_job *j, int64_t i, double beta)
                     (const double *)b, j->ldb, beta, (double *)c, j->ldc);
 }
 
-/* Batches run one gemm after another, each threaded by OpenBLAS as it sees fit (it keeps
- * products under 65536*4 multiply-adds on one thread). Spreading small products over
- * our pool instead (tc_parallel_for over the batch) was measured on the 2-vCPU dev box:
- * bmm of 4096x8^3, 1024x16^3, 256x32^3, 128x64^3 floats ran 0.83-1.31x the serial time
- * (median 0.95, i.e. no gain) and added concurrent calls into OpenBLAS, so the simpler
- * loop stays. PyTorch 1.13 makes the same choice above its tiny-matrix kernel.
- * NOTE: re-measure on a machine with many idle cores before revisiting.
- *
- * D = cbeta D + alpha A B for mm (2-D), bmm (3-D), or addbmm (sum: A, B 3-D, D 2-D). */
+/* ---- gemm over the pool (gemm.h): OpenBLAS single-threaded, products split by us -------- */
+
+/* Products (all of a batch together) below this many multiply-adds stay on the calling
+ * thread: a pool handshake costs about as much. No part gets fewer than SPLIT_MIN rows or
+ * columns, and parts are cut at multiples of 16 (the kernels' register blocks). */
+#define SPLIT_MNK (1 << 20)
+#define SPLIT_MIN 32
+
+static int64_t cut(int64_t len, int64_t p, int64_t parts)
+{
+    if (p >= parts) return len;
+    int64_t x = (len * p / parts + 8) / 16 * 16;
+    return x > len ? len : x;
+}
+
+/* Part p of `parts` of product i: a block of C's rows (by_rows) or columns. */
+static void gemm_part(const gemm_job *j, int64_t i, double beta, bool by_rows, int64_t p, int64_t parts)
+{
+    int64_t len = by_rows ? j->n : j->m, b0 = cut(len, p, parts), b1 = cut(len, p + 1, parts);
+    if (b0 >= b1) return;
+    int64_t es = j->dt == TC_F32 ? 4 : 8;
+    gemm_job s = *j;
+    if (by_rows) { /* rows of A (A^T stored: its columns) and of C */
+        s.n = (int)(b1 - b0);
+        s.a += (j->ta == CblasNoTrans ? b0 * j->lda : b0) * es;
+        s.c += b0 * j->ldc * es;
+    } else {       /* columns of B (B^T stored: its rows) and of C */
+        s.m = (int)(b1 - b0);
+        s.b += (j->tb == CblasNoTrans ? b0 : b0 * j->ldb) * es;
+        s.c += b0 * es;
+    }
+    gemm_at(&s, i, beta);
+}
+
+typedef struct split_job {
+    const gemm_job *j;
+    double cbeta;
+    int64_t batch, parts;
+    bool by_rows, sum;
+} split_job;
+
+/* Units: (product, part) pairs; for a sum (addbmm) a unit is a part, over which the
+ * batch is added in order (the same order whatever the thread count). */
+static void split_range(void *ctx, int64_t u0, int64_t u1)
+{
+    const split_job *s = ctx;
+    for (int64_t u = u0; u < u1; u++) {
+        if (s->sum)
+            for (int64_t i = 0; i < s->batch; i++) gemm_part(s->j, i, i > 0 ? 1.0 : s->cbeta, s->by_rows, u, s->parts);
+        else
+            gemm_part(s->j, u / s->parts, s->cbeta, s->by_rows, u % s->parts, s->parts);
+    }
+}
+
+/* The batch of products of j: spread over the pool by product when there are enough of
+ * them, else each product cut into blocks of rows or columns (whichever C has more). */
+static void run_gemms(const gemm_job *j, int64_t batch, bool sum, double cbeta)
+{
+    int nt = tc_get_num_threads();
+    split_job s = {.j = j, .cbeta = cbeta, .batch = batch, .parts = 1, .by_rows = j->n >= j->m, .sum = sum};
+    double work = (double)j->n * (double)j->m * (double)j->k * (double)batch;
+    int64_t units = sum ? 1 : batch;
+    if (nt >= 2 && work >= SPLIT_MNK && (sum || batch < nt)) {
+        int64_t most = (s.by_rows ? j->n : j->m) / SPLIT_MIN;
+        s.parts = most < nt ? (most > 1 ? most : 1) : nt;
+        units *= s.parts;
+    }
+    if (nt < 2 || work < SPLIT_MNK || units < 2) {
+        for (int64_t i = 0; i < batch; i++) gemm_at(j, i, sum && i > 0 ? 1.0 : cbeta);
+        return;
+    }
+    tc_parallel_for(units, 1, split_range, &s);
+}
+
+void tc_cpu_gemm(int dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                 int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    tc_cpu_blas_single_thread();
+    gemm_job j = {.dt = dt,
+                  .ta = ta ? CblasTrans : CblasNoTrans,
+                  .tb = tb ? CblasTrans : CblasNoTrans,
+                  .n = (int)m, .m = (int)n, .k = (int)k,
+                  .lda = (int)lda, .ldb = (int)ldb, .ldc = (int)ldc,
+                  .a = a, .b = b, .c = c, .alpha = alpha};
+    run_gemms(&j, 1, false, beta);
+}
+
+/* D = cbeta D + alpha A B for mm (2-D), bmm (3-D), or addbmm (sum: A, B 3-D, D 2-D). */
 static void blas_gemm(int dt, const tc_tensor *A, const tc_tensor *B, tc_tensor *D, bool sum, double alpha,
                       double cbeta)
 {
@@ -305,7 +385,7 @@ static void blas_gemm(int dt, const tc_tensor *A, const tc_tensor *B, tc_tensor 
                   .a = a.p, .b = b.p, .c = c.p,
                   .abs = a.bs * es, .bbs = b.bs * es, .cbs = sum ? 0 : c.bs * es,
                   .alpha = alpha};
-    for (int64_t i = 0; i < batch; i++) gemm_at(&j, i, sum && i > 0 ? 1.0 : cbeta);
+    run_gemms(&j, batch, sum, cbeta);
 }
 
 /* ---- integer path: one strided loop for every op ------------------------------------- */
@@ -381,6 +461,7 @@ static void int_product(tc_op op, const tc_tensor *A, const tc_tensor *B, tc_ten
 tc_status tc_cpu_matmul(const tc_kcall *k)
 {
     if (tc_kcall_has_half(k)) return tc_cpu_with_f32(k, tc_cpu_matmul);
+    tc_cpu_blas_single_thread();
     tc_op op = k->op;
     bool add = k->nin == 3;
     const tc_tensor *M = add ? k->in[0] : NULL, *A = k->in[add ? 1 : 0], *B = k->in[add ? 2 : 1];

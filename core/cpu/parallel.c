@@ -1,29 +1,61 @@
 /* parallel.c -- a small persistent thread pool for CPU kernels.
  *
- * tc_parallel_for splits a range into one chunk per thread; the calling thread runs chunk
- * 0 and waits for the workers. Workers sleep on a condition variable between jobs. One job
- * runs at a time (a mutex serialises callers from different threads); a kernel called from
- * inside a worker runs inline, so nested parallel loops cannot deadlock.
+ * tc_parallel_for cuts a range into a few tickets per thread; the calling thread and the
+ * workers claim tickets until none is left, then the caller waits for the tickets still
+ * running. Workers sleep on a condition variable between jobs. One job runs at a time (a
+ * mutex serialises callers from different threads); a kernel called from inside a worker
+ * runs inline, so nested parallel loops cannot deadlock.
  */
-#include "../internal.h"
+#include "gemm.h"
 #include <pthread.h>
 #include <unistd.h>
 
 #ifdef TC_HAVE_OPENBLAS
 void openblas_set_num_threads(int n);
+/* OpenBLAS's pthreads build exports this (it is what it runs at exit); weak, so a build
+ * against another OpenBLAS flavour links and just skips it. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 
+/* OpenBLAS runs single-threaded; large products are split over this pool instead (see
+ * gemm.h for why). Its worker threads, started when the library loaded, are also ended:
+ * idle ones spin in sched_yield for about 0.2 s of CPU after start-up (and after each
+ * threaded call) before they sleep, and on two cores that is the first hundreds of
+ * milliseconds of every script running at half speed. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_one_thread(void)
+{
+#ifdef TC_HAVE_OPENBLAS
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+#endif
+}
+
+void tc_cpu_blas_single_thread(void)
+{
+    pthread_once(&blas_once, blas_one_thread);
+}
+
 #define MAX_THREADS 64
+/* Tickets per thread: a job is cut into this many pieces per thread, which the threads
+ * claim one at a time. On a loaded machine a worker that is not scheduled soon claims
+ * nothing and the caller runs its share, instead of waiting a scheduler slice for it. */
+#define TICKETS_PER_THREAD 4
 
 static struct {
     pthread_mutex_t job_lock; /* one job at a time */
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;       /* guards generation, active, waiting; with the conds */
     pthread_cond_t wake, done;
     int started;  /* workers running */
     int nthreads; /* configured, including the caller */
     int active;   /* threads taking part in the current job */
     uint64_t generation;
-    int pending;
+    uint32_t jobno;
+    /* claim word (atomic): job number << 32 | ticket count << 16 | next ticket. A ticket
+     * is claimed by a compare-and-swap, so a worker that wakes after its job is over
+     * claims nothing and never touches the next job's fields with the last one's. */
+    uint64_t claim;
+    int64_t finished; /* atomic: tickets of the current job run to the end */
     tc_range_fn fn;
     void *ctx;
     int64_t n, chunk;
@@ -34,11 +66,31 @@ static struct {
 
 static _Thread_local int in_parallel;
 
-static void run_chunk(int id)
+/* The next ticket of job `job`, or -1 when it has none left or is no longer current. */
+static int64_t claim(uint32_t job, int64_t *tickets)
 {
-    int64_t b = id * pool.chunk, e = b + pool.chunk;
+    uint64_t v = __atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        int64_t next = (int64_t)(v & 0xffff), nt = (int64_t)((v >> 16) & 0xffff);
+        if ((uint32_t)(v >> 32) != job || next >= nt) return -1;
+        if (__atomic_compare_exchange_n(&pool.claim, &v, v + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            *tickets = nt;
+            return next;
+        }
+    }
+}
+
+/* Runs ticket t; the thread finishing the job's last ticket wakes the caller. */
+static void run_ticket(int64_t t, int64_t tickets, bool worker)
+{
+    int64_t b = t * pool.chunk, e = b + pool.chunk;
     if (e > pool.n) e = pool.n;
     if (b < e) pool.fn(pool.ctx, b, e);
+    if (__atomic_add_fetch(&pool.finished, 1, __ATOMIC_ACQ_REL) == tickets && worker) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_signal(&pool.done);
+        pthread_mutex_unlock(&pool.mu);
+    }
 }
 
 static void *worker(void *arg)
@@ -52,9 +104,12 @@ static void *worker(void *arg)
         seen = pool.generation;
         int active = id < pool.active;
         pthread_mutex_unlock(&pool.mu);
-        if (active) run_chunk(id);
+        if (active) {
+            uint32_t job = (uint32_t)(__atomic_load_n(&pool.claim, __ATOMIC_ACQUIRE) >> 32);
+            int64_t t, tickets;
+            while ((t = claim(job, &tickets)) >= 0) run_ticket(t, tickets, true);
+        }
         pthread_mutex_lock(&pool.mu);
-        if (active && --pool.pending == 0) pthread_cond_signal(&pool.done);
     }
     return NULL;
 }
@@ -72,15 +127,14 @@ void tc_set_num_threads(int n)
     pthread_mutex_lock(&pool.job_lock);
     pool.nthreads = n;
     pthread_mutex_unlock(&pool.job_lock);
-#ifdef TC_HAVE_OPENBLAS
-    openblas_set_num_threads(n);
-#endif
+    tc_cpu_blas_single_thread();
 }
 
 int tc_get_num_threads(void)
 {
     int n = __atomic_load_n(&pool.nthreads, __ATOMIC_RELAXED);
     if (n == 0) {
+        tc_cpu_blas_single_thread();
         n = default_threads();
         __atomic_store_n(&pool.nthreads, n, __ATOMIC_RELAXED);
     }
@@ -111,23 +165,31 @@ void tc_parallel_for(int64_t n, int64_t grain, tc_range_fn fn, void *ctx)
     ensure_workers(nt);
     int use = pool.started + 1 < nt ? pool.started + 1 : nt;
     if (n / grain < use) use = (int)(n / grain);
-    pthread_mutex_lock(&pool.mu);
+    int64_t tickets = (int64_t)use * TICKETS_PER_THREAD;
+    if (n / grain < tickets) tickets = n / grain;
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
-    pool.chunk = (n + use - 1) / use;
-    pool.pending = use - 1;
+    pool.chunk = (n + tickets - 1) / tickets;
+    tickets = (n + pool.chunk - 1) / pool.chunk; /* no empty tickets */
+    __atomic_store_n(&pool.finished, 0, __ATOMIC_RELAXED);
+    uint32_t job = ++pool.jobno;
+    __atomic_store_n(&pool.claim, (uint64_t)job << 32 | (uint64_t)tickets << 16, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&pool.mu);
     pool.active = use; /* workers with id >= use sit this job out */
     pool.generation++;
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.mu);
 
     in_parallel = 1;
-    run_chunk(0);
+    int64_t t, tk;
+    while ((t = claim(job, &tk)) >= 0) run_ticket(t, tickets, false);
     in_parallel = 0;
 
-    pthread_mutex_lock(&pool.mu);
-    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
-    pthread_mutex_unlock(&pool.mu);
+    if (__atomic_load_n(&pool.finished, __ATOMIC_ACQUIRE) < tickets) {
+        pthread_mutex_lock(&pool.mu);
+        while (__atomic_load_n(&pool.finished, __ATOMIC_ACQUIRE) < tickets) pthread_cond_wait(&pool.done, &pool.mu);
+        pthread_mutex_unlock(&pool.mu);
+    }
     pthread_mutex_unlock(&pool.job_lock);
 }

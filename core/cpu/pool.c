@@ -53,13 +53,17 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
     static T window_max_##sfx(const T *in, int64_t W, int64_t h0, int64_t h1, int64_t dh, int64_t w0, \
                               int64_t w1, int64_t dw, int64_t *at)                          \
     {                                                                                       \
+        /* branch-free selects: on random data the comparisons are coin flips */           \
         T best = -INFINITY;                                                                 \
-        *at = h0 * W + w0;                                                                  \
+        int64_t a = h0 * W + w0;                                                            \
         for (int64_t h = h0; h < h1; h += dh)                                               \
             for (int64_t w = w0; w < w1; w += dw) {                                         \
                 T v = in[h * W + w];                                                        \
-                if (v > best || v != v) best = v, *at = h * W + w;                          \
+                bool take = (v > best) | (v != v);                                          \
+                best = take ? v : best;                                                     \
+                a = take ? h * W + w : a;                                                   \
             }                                                                               \
+        *at = a;                                                                            \
         return best;                                                                        \
     }                                                                                       \
     static double window_sum_##sfx(const T *in, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1) \
@@ -75,19 +79,64 @@ static void adaptive_range(int64_t i, int64_t out, int64_t in, int64_t *a, int64
             for (int64_t w = w0; w < w1; w++) gin[h * W + w] += v;                          \
     }
 
+/* m ? a : b for m all ones or all zeros, as bit operations (no branch to mispredict). */
+static inline float pick_f32(int64_t m, float a, float b)
+{
+    uint32_t ia, ib, mm = (uint32_t)m;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    ia = (ia & mm) | (ib & ~mm);
+    memcpy(&a, &ia, 4);
+    return a;
+}
+static inline double pick_f64(int64_t m, double a, double b)
+{
+    uint64_t ia, ib, mm = (uint64_t)m;
+    memcpy(&ia, &a, 8), memcpy(&ib, &b, 8);
+    ia = (ia & mm) | (ib & ~mm);
+    memcpy(&a, &ia, 8);
+    return a;
+}
+
 #define POOL_LOOPS(T, sfx)                                                                  \
     WINDOW_OPS(T, sfx)                                                                      \
+    /* Rows whose windows lie inside the plane do columns [jlo, jhi) (windows inside the   \
+     * row) one window position at a time across the row, with selects as bit operations:   \
+     * no branches (on random data every comparison is a coin flip), and the compiler       \
+     * vectorises across the row. The same order and rule as window_max, so values and      \
+     * indices are identical. */                                                            \
     static void max_plane_##sfx(const pgeom *g, const T *in, T *out, int64_t *ind)          \
     {                                                                                       \
+        int64_t span = (g->kW - 1) * g->dW, jlo = (g->pW + g->sW - 1) / g->sW;              \
+        int64_t jhi = g->W - 1 - span + g->pW >= 0 ? min64(g->Wo, (g->W - 1 - span + g->pW) / g->sW + 1) : 0; \
+        if (jhi < jlo) jhi = jlo;                                                           \
         for (int64_t i = 0; i < g->Ho; i++) {                                               \
             int64_t h0 = i * g->sH - g->pH, h1 = min64(h0 + (g->kH - 1) * g->dH + 1, g->H); \
+            bool inside = h0 >= 0 && h0 + (g->kH - 1) * g->dH < g->H;                       \
             while (h0 < 0) h0 += g->dH;                                                     \
+            T *o = out + i * g->Wo;                                                         \
+            int64_t *x = ind + i * g->Wo;                                                   \
             for (int64_t j = 0; j < g->Wo; j++) {                                           \
+                if (inside && j >= jlo && j < jhi) continue;                                \
                 int64_t w0 = j * g->sW - g->pW, w1 = min64(w0 + (g->kW - 1) * g->dW + 1, g->W); \
                 while (w0 < 0) w0 += g->dW;                                                 \
-                out[i * g->Wo + j] =                                                        \
-                    window_max_##sfx(in, g->W, h0, h1, g->dH, w0, w1, g->dW, &ind[i * g->Wo + j]); \
+                o[j] = window_max_##sfx(in, g->W, h0, h1, g->dH, w0, w1, g->dW, &x[j]);     \
             }                                                                               \
+            if (!inside) continue;                                                          \
+            T *restrict ov = o;                                                             \
+            int64_t *restrict xv = x;                                                       \
+            for (int64_t j = jlo; j < jhi; j++) ov[j] = -INFINITY, xv[j] = h0 * g->W + j * g->sW - g->pW; \
+            for (int64_t a = 0; a < g->kH; a++)                                             \
+                for (int64_t b = 0; b < g->kW; b++) {                                       \
+                    int64_t off = (h0 + a * g->dH) * g->W + b * g->dW - g->pW, sW = g->sW;  \
+                    const T *restrict src = in;                                             \
+                    for (int64_t j = jlo; j < jhi; j++) {                                   \
+                        int64_t p = off + j * sW;                                           \
+                        T v = src[p], cur = ov[j];                                          \
+                        int64_t m = -(int64_t)((v > cur) | (v != v)); /* all ones: take v */ \
+                        ov[j] = pick_##sfx(m, v, cur);                                      \
+                        xv[j] = (p & m) | (xv[j] & ~m);                                     \
+                    }                                                                       \
+                }                                                                           \
         }                                                                                   \
     }                                                                                       \
     static void avg_plane_##sfx(const pgeom *g, const T *in, T *out)                        \

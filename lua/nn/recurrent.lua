@@ -190,8 +190,7 @@ function RNNBase:_layer(l, xin, h, c, tdim)
          local i, f = ifg:narrow(2, 1, H), ifg:narrow(2, H + 1, H)
          local g = torch.tanh(gates:narrow(2, 2 * H + 1, H))
          local o = torch.sigmoid(gates:narrow(2, 3 * H + 1, H))
-         local ig = torch.cmul(i, g)
-         c = c and torch.add(torch.cmul(f, c), ig) or ig
+         c = c and torch.addcmul(torch.cmul(f, c), i, g) or torch.cmul(i, g)  -- f c + i g
          h = torch.cmul(o, torch.tanh(c))
       elseif mode == 'GRU' then
          local hp                                          -- W_hh h + b_hh: (B, 3H)

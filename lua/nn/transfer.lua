@@ -10,8 +10,7 @@
 -- always a new tensor: an in-place write would destroy what the tape saved.
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util
 local check = U.check_input
 
 -- 0/1 tensor of x's type: 1 where cmp(x, v) holds.
@@ -132,12 +131,24 @@ end, function(self, th, v, ip)
 end)
 
 -- y = max(x, 0)   (Torch7: a Threshold(0, 0))
+-- Written as where(x <= 0, 0, x): two cheap ops forward, and the tape's gradient is one
+-- where (0 where x <= 0, g elsewhere: PyTorch's relu, NaN passing), where cmax(x, 0)
+-- would split ties at 0 and take five ops backward.
+local C, IN = torch._C, torch._IN
+local function relu(x)
+   local M, dt = torch._math, x.p.dtype
+   IN[0], IN[1] = x.p, torch._scalar(dt, 0)
+   local le0 = M.run(C.TC_OP_LE, 2, nil, 2)
+   IN[0], IN[1], IN[2] = le0.p, torch._scalar(dt, 0), x.p
+   return M.run(C.TC_OP_WHERE, 3, nil, 2)
+end
+
 local ReLU, ReLUParent = torch.class('nn.ReLU', 'nn.Threshold')
 function ReLU:__init(p) ReLUParent.__init(self, 0, 0, p) end
 function ReLU:updateOutput(input)
    check(self, input)
    if self.threshold == 0 and self.val == 0 then
-      self.output = torch.cmax(input, 0)
+      self.output = relu(input)
       return self.output
    end
    return Threshold.updateOutput(self, input)

@@ -50,16 +50,17 @@ return function(optim)
       end
       local m = U.buf(st, 'm', x, 0)
       local v = U.buf(st, 'v', x, 0)
-      m:mul(h.b1):add(1 - h.b1, d)
+      m:lerp(d, 1 - h.b1)                    -- b1 m + (1 - b1) d, one pass
       v:mul(h.b2):addcmul(1 - h.b2, d, d)
       local src = v
       if h.amsgrad then
          src = U.buf(st, 'vmax', x, 0):cmax(v)
       end
       local bc1 = 1 - h.b1 ^ t
-      local bc2 = 1 - h.b2 ^ t
-      local denom = U.tmp(st, '_denom', x):copy(src):sqrt():div(math.sqrt(bc2)):add(h.eps)
-      x:addcdiv(-clr / bc1, m, denom)
+      local sbc2 = math.sqrt(1 - h.b2 ^ t)
+      -- m / (sqrt(v) / sbc2 + eps) = sbc2 m / (sqrt(v) + eps sbc2): two passes fewer
+      local denom = torch.sqrt(U.tmp(st, '_denom', x), src):add(h.eps * sbc2)
+      x:addcdiv(-clr * sbc2 / bc1, m, denom)
    end
 
    A.adam = {hyper = adam_hyper('adam', false, 0), apply = adam_apply}

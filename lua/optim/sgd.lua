@@ -45,6 +45,8 @@ return function(optim)
          if v == nil then
             v = d:clone()
             st.dfdx = v
+         elseif h.damp == 0 then
+            v:add(d, h.mom, v)      -- v = d + momentum * v in one pass (PyTorch's default)
          else
             v:mul(h.mom):add(1 - h.damp, d)
          end
