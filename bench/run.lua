@@ -41,7 +41,8 @@ local workloads = {
     a = 'gemm.lua 2048', peak = true, target = 'ratio >= 0.95'},
 }
 -- Training steps (eager, PyTorch-style loop on both sides): each run prints
--- "ms_per_step peak_rss_mb", giving a time row and a peak-memory row.
+-- "ms_per_step peak_rss_mb start_rss_mb": a time row, a peak-memory row and a row of the
+-- memory training added (peak minus the max RSS just before the model was built).
 for _, t in ipairs({
    {'tiny_mlp', 'tiny MLP 10-32-1, batch 8, SGD', 'ratio <= 0.3'},
    {'mlp', 'MLP 784-512-512-10, batch 128, SGD+momentum', 'ratio <= 1.0'},
@@ -50,7 +51,8 @@ for _, t in ipairs({
 }) do
    workloads[#workloads + 1] = {name = 'train step: ' .. t[2], unit = 'ms/step', lower = true,
       a = 'train.lua ' .. t[1], b = 'train.py ' .. t[1], target = t[3],
-      extra = {name = 'peak memory: ' .. t[2], unit = 'MB (max RSS)', index = 2, target = 'ratio <= 1.0'}}
+      extra = {{name = 'peak memory: ' .. t[2], unit = 'MB (max RSS)', index = 2, target = 'ratio <= 1.0'},
+               {name = 'memory added by training: ' .. t[2], unit = 'MB (max RSS - start)', index = 3, target = '-'}}}
 end
 if os.getenv('BENCH_ONLY') then -- e.g. BENCH_ONLY=train: only workloads whose name matches
    local keep = {}
@@ -109,9 +111,9 @@ for _, w in ipairs(workloads) do
       print(string.format('tocha %10.3f  peer %10.3f %-8s ratio %.3f', ma, mb, spec.unit, row.ratio))
    end
    add_row(w, 1)
-   if w.extra then
-      io.write(string.format('%-40s ', w.extra.name))
-      add_row(w.extra, w.extra.index)
+   for _, e in ipairs(w.extra or {}) do
+      io.write(string.format('%-40s ', e.name))
+      add_row(e, e.index)
    end
 end
 
@@ -126,7 +128,9 @@ local lines = {
    '- date: ' .. os.date('!%Y-%m-%d %H:%M UTC'),
    '- CPU: ' .. cpu .. ' (' .. shell('nproc') .. ' cores)',
    '- OpenBLAS kernels: ' .. (coretype ~= '' and coretype .. ' (OPENBLAS_CORETYPE, set by tocha and given to every peer: OpenBLAS 0.3.21 misdetects this CPU)' or 'as OpenBLAS detected them'),
-   '- threads: ' .. threads .. ' for tocha (its pool and OpenBLAS) and for PyTorch (torch.set_num_threads; OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build, except ' .. threads .. ' for the gemm row, its best setting there)',
+   '- threads: ' .. threads .. ' for tocha (its thread pool, which also splits large matrix products; OpenBLAS itself runs single-threaded inside it) and for PyTorch (torch.set_num_threads; OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build, except ' .. threads .. ' for the gemm rows, its best setting there)',
+   '- training steps: the same PyTorch-style eager loop on both sides (forward, loss, zero_grad, backward, optimizer step; bench/tocha/train.lua, bench/pytorch/train.py), float32, random data; median ms per step after warm-up steps',
+   '- peak memory: the whole process\'s max RSS (getrusage), so PyTorch\'s includes its library\'s own footprint (about 227 MB once imported); the second memory row subtracts each process\'s max RSS measured just before the model is built, which leaves what training itself added',
    '- tocha: LuaJIT ' .. shell('luajit -v | cut -d" " -f2') .. ', OpenBLAS ' ..
       shell("dpkg-query -W -f='${Version}' libopenblas0-pthread"),
    '- peer: PyTorch ' .. shell('/usr/bin/python3 -c "import torch; print(torch.__version__)"') ..

@@ -1,11 +1,13 @@
 """train.py WORKLOAD -- the PyTorch side of bench/tocha/train.lua: the same training step
-(forward, loss, backward, optimizer step) on the same sizes. Prints "ms_per_step peak_rss_mb"."""
+(forward, loss, backward, optimizer step) on the same sizes. Prints "ms_per_step peak_rss_mb
+start_rss_mb" (start: the max RSS just before the model is built)."""
 import resource
 import sys
 from common import torch, now
 
 nn = torch.nn
 torch.manual_seed(0)
+start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 workload = sys.argv[1] if len(sys.argv) > 1 else 'tiny_mlp'
 
 
@@ -78,4 +80,5 @@ t0 = now()
 for _ in range(steps):
     step()
 ms = (now() - t0) * 1e3 / steps
-print('%.4f %.1f' % (ms, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print('%.4f %.1f %.1f' % (ms, peak, peak - start_rss))

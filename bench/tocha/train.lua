@@ -1,5 +1,6 @@
 -- train.lua WORKLOAD -- one training workload (shared/BENCHMARKS.md), PyTorch-style eager
--- steps: forward, loss, backward, optimizer step. Prints "ms_per_step peak_rss_mb".
+-- steps: forward, loss, backward, optimizer step. Prints "ms_per_step peak_rss_mb
+-- start_rss_mb" (start: the max RSS just before the model is built).
 -- WORKLOAD: tiny_mlp | mlp | lenet | lstm_lm. bench/pytorch/train.py is the same on the
 -- PyTorch side (same sizes, optimizer and step counts).
 local common = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/common.lua')
@@ -13,6 +14,12 @@ typedef struct { bench_timeval ru_utime, ru_stime; long ru_maxrss; long rest[14]
 int getrusage(int who, bench_rusage *usage);
 ]]
 torch.manualSeed(0)
+local function max_rss_mb()
+   local ru = ffi.new('bench_rusage')
+   ffi.C.getrusage(0, ru)
+   return tonumber(ru.ru_maxrss) / 1024
+end
+local start_rss = max_rss_mb()
 
 local workload = arg[1] or 'tiny_mlp'
 local model, criterion, x, y, optimizer, steps
@@ -61,6 +68,4 @@ for _ = 1, math.max(3, math.floor(steps / 10)) do step() end
 local t0 = common.now()
 for _ = 1, steps do step() end
 local ms = (common.now() - t0) * 1e3 / steps
-local ru = ffi.new('bench_rusage')
-ffi.C.getrusage(0, ru)
-print(string.format('%.4f %.1f', ms, tonumber(ru.ru_maxrss) / 1024))
+print(string.format('%.4f %.1f %.1f', ms, max_rss_mb(), max_rss_mb() - start_rss))
