@@ -109,6 +109,7 @@ static inline double pick_f64(int64_t m, double a, double b)
         int64_t span = (g->kW - 1) * g->dW, jlo = (g->pW + g->sW - 1) / g->sW;              \
         int64_t jhi = g->W - 1 - span + g->pW >= 0 ? min64(g->Wo, (g->W - 1 - span + g->pW) / g->sW + 1) : 0; \
         if (jhi < jlo) jhi = jlo;                                                           \
+        bool pool2x2 = g->kH == 2 && g->kW == 2 && g->sH == 2 && g->sW == 2 && g->dH == 1 && g->dW == 1; \
         for (int64_t i = 0; i < g->Ho; i++) {                                               \
             int64_t h0 = i * g->sH - g->pH, h1 = min64(h0 + (g->kH - 1) * g->dH + 1, g->H); \
             bool inside = h0 >= 0 && h0 + (g->kH - 1) * g->dH < g->H;                       \
@@ -122,6 +123,23 @@ static inline double pick_f64(int64_t m, double a, double b)
                 o[j] = window_max_##sfx(in, g->W, h0, h1, g->dH, w0, w1, g->dW, &x[j]);     \
             }                                                                               \
             if (!inside) continue;                                                          \
+            if (pool2x2) { /* the common 2x2 / stride 2 window: four loads, three selects */ \
+                const T *r0 = in + h0 * g->W, *r1 = r0 + g->W;                             \
+                for (int64_t j = jlo; j < jhi; j++) {                                       \
+                    int64_t w = 2 * j - g->pW, at = h0 * g->W + w;                          \
+                    T best = r0[w], v;                                                      \
+                    int64_t m;                                                              \
+                    v = r0[w + 1], m = -(int64_t)((v > best) | (v != v));                   \
+                    best = pick_##sfx(m, v, best), at = ((at + 1) & m) | (at & ~m);          \
+                    v = r1[w], m = -(int64_t)((v > best) | (v != v));                       \
+                    int64_t at1 = h0 * g->W + g->W + w;                                     \
+                    best = pick_##sfx(m, v, best), at = (at1 & m) | (at & ~m);              \
+                    v = r1[w + 1], m = -(int64_t)((v > best) | (v != v));                   \
+                    best = pick_##sfx(m, v, best), at = ((at1 + 1) & m) | (at & ~m);         \
+                    o[j] = best, x[j] = at;                                                 \
+                }                                                                           \
+                continue;                                                                   \
+            }                                                                               \
             T *restrict ov = o;                                                             \
             int64_t *restrict xv = x;                                                       \
             for (int64_t j = jlo; j < jhi; j++) ov[j] = -INFINITY, xv[j] = h0 * g->W + j * g->sW - g->pW; \
