@@ -16,6 +16,8 @@ local mname = nn._mname
 U.mname = mname
 
 -- "2x3x4" for a tensor, its Lua type otherwise.
+local unpack = unpack or table.unpack
+
 function U.describe(x)
    if isTensor(x) then
       if x:dim() == 0 then return (x:nElement() == 0) and 'empty' or 'scalar' end
@@ -49,6 +51,40 @@ function U.check_input(self, input, dims, what)
       U.raise(self, 'expected %s input, got size %s', what, U.describe(input))
    end
    return input
+end
+
+-- Constructor checks: every argument is a positive integer.
+function U.positive(self, ...)
+   for i, v in ipairs({...}) do
+      if type(v) ~= 'number' or v < 1 or v % 1 ~= 0 then
+         U.raise(self, 'argument #%d must be a positive integer, got %s', i, tostring(v))
+      end
+   end
+end
+
+-- The input of a layer over k trailing dims as a batch (N, C, d1..dk) and whether it came
+-- batched: a (C, d1..dk) input gets N = 1. dims/what as for check_input; nIn: the
+-- expected plane count C (nil: any).
+function U.as_batch(self, input, nIn, k, dims, what)
+   U.check_input(self, input, dims, what)
+   local d = input:dim()
+   if nIn and input:size(d - k) ~= nIn then
+      U.raise(self, 'expected %d input planes, got input of size %s', nIn, U.describe(input))
+   end
+   if d == k + 1 then
+      local sz = input:size():totable()
+      table.insert(sz, 1, 1)
+      return input:view(unpack(sz)), false
+   end
+   return input, true
+end
+
+-- x must be a table of inputs (not a tensor); what names it in the error.
+function U.need_table(self, x, what)
+   if type(x) ~= 'table' or isTensor(x) then
+      U.raise(self, 'expected %s as input, got %s', what, U.describe(x))
+   end
+   return x
 end
 
 -- A new zero tensor of x's type with the given sizes (a table); requires no grad.

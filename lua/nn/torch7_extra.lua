@@ -10,8 +10,7 @@
 -- backward like every container (nn.Container explains why).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util -- loaded first by nn/init.lua
 
 local isTensor = torch.isTensor
 local describe = nn._describe
@@ -25,12 +24,7 @@ local function need_tensor(self, x)
    return x
 end
 
-local function need_table(self, x, what)
-   if type(x) ~= 'table' or isTensor(x) then
-      U.raise(self, 'expected %s as input, got %s', what, describe(x))
-   end
-   return x
-end
+local need_table = U.need_table
 
 -- zeros shaped like x (a tensor or nested table of them), no grad
 local function zeros_like(x)

@@ -7,19 +7,13 @@
 -- Kmeans carries its own backward (its update rule is not a derivative).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util -- loaded first by nn/init.lua
 
 local isTensor = torch.isTensor
 local describe = nn._describe
 local Module = nn.Module
 
-local function need_table(self, x, what)
-   if type(x) ~= 'table' or isTensor(x) then
-      U.raise(self, 'expected %s as input, got %s', what, describe(x))
-   end
-   return x
-end
+local need_table = U.need_table
 
 -- zeros shaped like the tensor x, no grad
 local function zeros_like(x)

@@ -13,31 +13,16 @@
 -- height in arguments); spatial inputs are (C, H, W) or (N, C, H, W).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util -- loaded first by nn/init.lua
 
 local describe = nn._describe
 local spatial = {[3] = true, [4] = true}
 local SPATIAL = 'a 3D (C,H,W) or 4D (N,C,H,W)'
 
-local function positive(self, ...)
-   for i, v in ipairs({...}) do
-      if type(v) ~= 'number' or v < 1 or v % 1 ~= 0 then
-         U.raise(self, 'argument #%d must be a positive integer, got %s', i, tostring(v))
-      end
-   end
-end
+local positive = U.positive
 
 -- the input as (N, C, H, W), whether it was batched, after checking the planes
-local function as_batch(self, input, nIn)
-   U.check_input(self, input, spatial, SPATIAL)
-   local d = input:dim()
-   if nIn and input:size(d - 2) ~= nIn then
-      U.raise(self, 'expected %d input planes, got input of size %s', nIn, describe(input))
-   end
-   if d == 3 then return input:view(1, input:size(1), input:size(2), input:size(3)), false end
-   return input, true
-end
+local function as_batch(self, input, nIn) return U.as_batch(self, input, nIn, 2, spatial, SPATIAL) end
 
 local function unbatch(y, batched)
    if batched then return y end

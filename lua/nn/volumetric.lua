@@ -14,8 +14,7 @@
 -- VolumetricMaxUnpooling reads them).
 local nn = ...
 local torch = torch
-local U = nn._layer_util or
-   assert(loadfile((debug.getinfo(1, 'S').source:sub(2):gsub('[^/]*$', '')) .. 'layer_util.lua'))(nn)
+local U = nn._layer_util -- loaded first by nn/init.lua
 
 local describe = nn._describe
 local zero_pad = nn._zeroPadDim
@@ -23,23 +22,9 @@ local unpack = unpack or table.unpack
 local volumetric = {[4] = true, [5] = true}
 local VOLUMETRIC = 'a 4D (C,T,H,W) or 5D (N,C,T,H,W)'
 
-local function positive(self, ...)
-   for i, v in ipairs({...}) do
-      if type(v) ~= 'number' or v < 1 or v % 1 ~= 0 then
-         U.raise(self, 'argument #%d must be a positive integer, got %s', i, tostring(v))
-      end
-   end
-end
+local positive = U.positive
 
-local function as_batch(self, input, nIn)
-   U.check_input(self, input, volumetric, VOLUMETRIC)
-   local d = input:dim()
-   if nIn and input:size(d - 3) ~= nIn then
-      U.raise(self, 'expected %d input planes, got input of size %s', nIn, describe(input))
-   end
-   if d == 4 then return input:view(1, input:size(1), input:size(2), input:size(3), input:size(4)), false end
-   return input, true
-end
+local function as_batch(self, input, nIn) return U.as_batch(self, input, nIn, 3, volumetric, VOLUMETRIC) end
 
 local function unbatch(y, batched)
    if batched then return y end
