@@ -100,6 +100,12 @@ static tc_status vector_index(const char *op, const tc_tensor *idx)
 static tc_status index_values(const char *op, const tc_tensor *idx, int d, int64_t size)
 {
     if (!idx->storage || !on_cpu(idx)) return TC_OK;
+    if (tc_tensor_is_contiguous(idx)) { /* the common case: one branch-light pass */
+        const int64_t *v = (const int64_t *)tc_base(idx);
+        int64_t n = tc_tensor_numel(idx), bad = 0;
+        for (int64_t i = 0; i < n; i++) bad |= (uint64_t)v[i] >= (uint64_t)size;
+        if (!bad) return TC_OK; /* else the walk below finds and reports the first one */
+    }
     tc_elem_iter it;
     tc_elem_iter_init(&it, idx);
     for (char *p; (p = tc_elem_iter_next(&it));) {
