@@ -15,28 +15,10 @@ H*W plane.
 import torch
 import torch.nn.functional as F
 
-from golden_util import table
+from golden_util import leaf, run, table
 
 torch.manual_seed(7)
 torch.set_default_dtype(torch.float64)
-
-
-def leaf(*size):
-    return torch.randn(*size).requires_grad_(True)
-
-
-def run(f, x, params):
-    """out = f(); grads of sum(out * gout) w.r.t. x and params (a dict name -> tensor)."""
-    out = f()
-    gout = torch.randn_like(out)
-    wrt = [x] + list(params.values())
-    gs = torch.autograd.grad((out * gout).sum(), wrt)
-    r = {'input': x, 'output': out, 'gout': gout, 'gradInput': gs[0]}
-    for (name, p), g in zip(params.items(), gs[1:]):
-        r[name] = p
-        r['grad_' + name] = g
-    return r
-
 
 cases = {}
 

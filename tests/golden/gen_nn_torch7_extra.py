@@ -17,27 +17,10 @@ for the locally connected one, lp_pool1d for FeatureLPPooling on positive inputs
 import torch
 import torch.nn.functional as F
 
-from golden_util import table
+from golden_util import leaf, run, table
 
 torch.manual_seed(11)
 torch.set_default_dtype(torch.float64)
-
-
-def leaf(*size):
-    return torch.randn(*size).requires_grad_(True)
-
-
-def run(f, x, params):
-    out = f()
-    gout = torch.randn_like(out)
-    wrt = [x] + list(params.values())
-    gs = torch.autograd.grad((out * gout).sum(), wrt)
-    r = {'input': x, 'output': out, 'gout': gout, 'gradInput': gs[0]}
-    for (name, p), g in zip(params.items(), gs[1:]):
-        r[name] = p
-        r['grad_' + name] = g
-    return r
-
 
 cases = {}
 

@@ -54,3 +54,23 @@ def table(d, fmt=None, indent='  '):
         out.append('%s%s = %s,' % (indent, k, lua(v, fmt, indent + '  ')))
     out.append(indent[:-2] + '}')
     return '\n'.join(out)
+
+
+def leaf(*size):
+    """A random float tensor (default dtype) that requires grad."""
+    import torch
+    return torch.randn(*size).requires_grad_(True)
+
+
+def run(f, x, params):
+    """out = f(); grads of sum(out * gout) w.r.t. x and params (a dict name -> tensor)."""
+    import torch
+    out = f()
+    gout = torch.randn_like(out)
+    wrt = [x] + list(params.values())
+    gs = torch.autograd.grad((out * gout).sum(), wrt)
+    r = {'input': x, 'output': out, 'gout': gout, 'gradInput': gs[0]}
+    for (name, p), g in zip(params.items(), gs[1:]):
+        r[name] = p
+        r['grad_' + name] = g
+    return r
