@@ -155,6 +155,9 @@ TEST(nn_conv_matches_loops_on_both_paths)
     CHECK(conv_case(9, 4, 7, 6, 6, 3, 2, 2, SZ(2, 1, 1, 0, 1, 2), true));
     CHECK(conv_case(3, 3, 5, 5, 4, 1, 1, 1, SZ(1, 1, 0, 0, 1, 1), false));
     CHECK(conv_case(1, 3, 6, 6, 3, 3, 3, 3, SZ(1, 1, 1, 1, 1, 1), true)); /* depthwise */
+    /* stride 1: through a zero-padded plane (unequal padding), and a plane too large for it */
+    CHECK(conv_case(2, 3, 9, 8, 4, 5, 3, 1, SZ(1, 1, 2, 1, 1, 1), true));
+    CHECK(conv_case(1, 2, 70, 66, 2, 3, 3, 1, SZ(1, 1, 1, 1, 1, 1), false));
     /* large ones (over OpenBLAS's single-thread size): samples in turn, threaded gemm */
     CHECK(conv_case(3, 16, 12, 12, 32, 3, 3, 1, SZ(1, 1, 1, 1, 1, 1), true));
     CHECK(conv_case(2, 16, 13, 11, 32, 3, 3, 2, SZ(2, 1, 2, 1, 1, 2), false));

@@ -320,6 +320,50 @@ TEST(max_pool_inner_windows_keep_first_max_and_last_nan)
     }
 }
 
+/* Rows of 4 to 14 unclipped windows (the float path's vectors of four, and a last group
+ * overlapping the one before) against the sequential rule written out here, on values
+ * drawn from a few levels (many ties), NaN and -inf, padded and unpadded. */
+TEST(max_pool_vector_rows_match_the_sequential_rule)
+{
+    const int64_t widths[4] = {8, 10, 15, 28};
+    for (int wi = 0; wi < 4; wi++)
+        for (int64_t pad = 0; pad < 2; pad++) {
+            int64_t H = 6, W = widths[wi], n = 2 * H * W;
+            double *v = malloc((size_t)n * sizeof *v);
+            CHECK(v != NULL);
+            if (!v) return;
+            uint32_t r = 12345u + (uint32_t)wi;
+            for (int64_t i = 0; i < n; i++) {
+                r = r * 1664525u + 1013904223u;
+                uint32_t k = (r >> 24) % 11;
+                v[i] = k == 0 ? NAN : k == 1 ? -INFINITY : (double)(k % 4);
+            }
+            tc_tensor *x = ct_keep(ct_from(TC_F32, 4, SZ(1, 2, H, W), v)), *out[2] = {NULL, NULL};
+            CHECK_OK(tc_op_run(TC_OP_MAX_POOL2D, (const tc_tensor *const[]){x}, 1,
+                               P(.shape = {2, 2, 2, 2, pad, pad, 1, 1}, .nshape = 8), out, 2));
+            ct_keep(out[0]), ct_keep(out[1]);
+            int64_t Ho = (H + 2 * pad - 2) / 2 + 1, Wo = (W + 2 * pad - 2) / 2 + 1;
+            int bad = !out[0] || out[0]->size[2] != Ho || out[0]->size[3] != Wo;
+            for (int64_t c = 0; !bad && c < 2; c++)
+                for (int64_t i = 0; i < Ho; i++)
+                    for (int64_t j = 0; j < Wo; j++) {
+                        double best = -INFINITY;
+                        int64_t at = -1;
+                        for (int64_t a = 2 * i - pad; a < 2 * i - pad + 2; a++)
+                            for (int64_t b = 2 * j - pad; b < 2 * j - pad + 2; b++) {
+                                if (a < 0 || a >= H || b < 0 || b >= W) continue;
+                                double e = v[(c * H + a) * W + b];
+                                if (at < 0 || e > best || e != e) best = e, at = a * W + b;
+                            }
+                        int64_t k = (c * Ho + i) * Wo + j;
+                        bad += !ct_near(ct_at(out[0], k), best, 0) || ct_at(out[1], k) != (double)at;
+                    }
+            CHECK(bad == 0);
+            free(v);
+            ct_drop();
+        }
+}
+
 /* ---- scatter_add along the last dim: rows in parallel, duplicates within a row ---------- */
 
 TEST(scatter_add_rows_in_parallel_match_a_loop)
