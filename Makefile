@@ -30,7 +30,7 @@ CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda))
 NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -arch=sm_90 -Icore
 
-CORE_SRC  := $(wildcard core/*.c core/cpu/*.c core/autograd/*.c core/data/*.c)
+CORE_SRC  := $(wildcard core/*.c core/cpu/*.c core/autograd/*.c core/data/*.c core/graph/*.c)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CUDA_SRC  := $(wildcard core/cuda/*.cu)
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
@@ -48,7 +48,7 @@ CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 .PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
-$(BUILD)/%.o: %.c $(wildcard core/tocha*.h) core/internal.h core/ops.def core/scalar_math.h core/philox.h $(wildcard core/autograd/*.h core/data/*.h) Makefile
+$(BUILD)/%.o: %.c $(wildcard core/tocha*.h) core/internal.h core/ops.def core/scalar_math.h core/philox.h $(wildcard core/autograd/*.h core/data/*.h core/graph/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -127,7 +127,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning --suppress=compareBoolExpressionWithInt:core/ops.def -Icore core bindings
 
 format:
-	clang-format -i core/*.c core/*.h core/cpu/*.c core/autograd/*.[ch] bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h
+	clang-format -i core/*.c core/*.h core/cpu/*.c core/autograd/*.[ch] core/graph/*.[ch] bindings/*.c bindings/*.h tests/c/*.c tests/c/*.h
 
 clean:
 	rm -rf build build-asan

@@ -126,8 +126,27 @@ static inline void bump_version(tc_tensor *t)
 
 tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
 {
+    if (tc_trace_active) return tc_trace_op_run(op, in, nin, p, out, nout);
     if (tc_autograd_wanted(in, nin, out, nout)) return tc_autograd_op_run(op, in, nin, p, out, nout);
     return tc_op_exec(op, in, nin, p, out, nout);
+}
+
+tc_status tc_op_prepare(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor *const *out,
+                        int nout, tc_outspec *spec)
+{
+    static const tc_params no_params;
+    const tc_opinfo *info = tc_op_info(op);
+    if (!info) return tc_set_error(TC_ERR_ARG, "op_run: unknown op %d", (int)op);
+    if (nout != info->nout)
+        return tc_set_error(TC_ERR_ARG, "%s: expects %d result slots, got %d", info->name, info->nout, nout);
+    if (info->kind == TC_KIND_VIEW) return tc_set_error(TC_ERR_ARG, "%s: a view has no prepare step", info->name);
+    tc_tensor *res[2] = {out ? out[0] : NULL, out && nout > 1 ? out[1] : NULL};
+    tc_kcall k = {.op = op, .info = info, .in = in, .nin = nin, .p = p ? p : &no_params, .out = res, .nout = nout};
+    int device = TC_CPU;
+    TRY(check_inputs(&k, &device));
+    TRY(check_dtype_flags(&k));
+    memset(spec, 0, sizeof *spec);
+    return prepare_of_kind[info->kind](&k, spec);
 }
 
 tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)

@@ -74,6 +74,15 @@ tc_status tc_autograd_op_run(tc_op op, const tc_tensor *const *in, int nin, cons
 void tc_autograd_tensor_free(tc_tensor *t);
 extern int tc_ag_anomaly_on;
 
+/* ---- graph-mode hooks into the dispatcher (core/graph/trace.c) -------------------------- */
+
+/* The graph being recorded on this thread, or NULL (tc_op_run tests it once per call). */
+extern _Thread_local struct tc_graph *tc_trace_active;
+/* tc_op_run while a trace is active: runs the call (through autograd when wanted) and
+ * records it into the graph. */
+tc_status tc_trace_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out,
+                          int nout);
+
 /* Whether tc_op_run must go through tc_autograd_op_run: one flag test per tensor when
  * nothing requires grad. */
 static inline bool tc_autograd_wanted(const tc_tensor *const *in, int nin, tc_tensor *const *out, int nout)
@@ -144,6 +153,10 @@ tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec);
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);
 int64_t tc_count_nonzero(const tc_tensor *t, int ndim, const int64_t *sizes);
+/* The dispatcher's checks and prepare step alone (dispatch.c): output dtypes and sizes of
+ * a call, nothing allocated or written. Not for VIEW ops (run them: they copy no data). */
+tc_status tc_op_prepare(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor *const *out,
+                        int nout, tc_outspec *spec);
 /* Views: returns a new tensor viewing in[0]. */
 tc_status tc_view_run(const tc_kcall *k, tc_tensor **out);
 

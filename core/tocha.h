@@ -267,6 +267,8 @@ int tc_cuda_device_count(void);
 /* Autograd and data loading have their own headers (also part of the ffi.cdef). */
 #include "tocha_autograd.h"
 #include "tocha_data.h"
+#include "tocha_graph.h"
+#include "tocha_control.h"
 
 #ifndef TC_CDEF
 #ifdef __cplusplus

@@ -45,13 +45,18 @@ const char *tc_tensor_grad_fn_name(const tc_tensor *t);
  * the gradients can be differentiated again. Leaf .grad values change only on success. */
 tc_status tc_autograd_backward(const tc_tensor *const *roots, const tc_tensor *const *grads, int n,
                                int retain_graph, int create_graph);
+/* Flags of tc_autograd_grad. STOP_AT_INPUTS gives partial derivatives: a gradient reaching
+ * an input is captured and not passed on into the input's own history, so when one input
+ * depends on another, the path through the first is not counted again in the second
+ * (Torch7's module-local backward). */
+enum { TC_GRAD_ALLOW_UNUSED = 1, TC_GRAD_STOP_AT_INPUTS = 2 };
 /* Gradients of outputs[0..nout) (with grad_outputs as for backward) with respect to
  * inputs[0..nin), returned in grads_out[0..nin) as new references; .grad is not touched.
  * Only the part of the graph that reaches the inputs runs. An input that no output depends
- * on is an error unless allow_unused (its slot is then NULL). */
+ * on is an error unless flags has TC_GRAD_ALLOW_UNUSED (its slot is then NULL). */
 tc_status tc_autograd_grad(const tc_tensor *const *outputs, const tc_tensor *const *grad_outputs, int nout,
                            const tc_tensor *const *inputs, int nin, int retain_graph, int create_graph,
-                           int allow_unused, tc_tensor **grads_out);
+                           int flags, tc_tensor **grads_out);
 
 /* Hooks. C holds no Lua objects, so a hook is an integer id; the binding installs one
  * runner that maps ids to functions. The runner gets the gradient flowing into the tensor

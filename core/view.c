@@ -227,11 +227,10 @@ static tc_status unfold(const char *op, const tc_tensor *t, const tc_params *p, 
 
 static tc_status as_strided(const char *op, const tc_tensor *t, const tc_params *p, geom *g)
 {
-    (void)t;
     if (p->nshape % 2 || p->nshape / 2 > TC_MAX_DIMS)
         return tc_set_error(TC_ERR_ARG, "%s: shape must hold sizes then strides", op);
     g->ndim = p->nshape / 2;
-    g->offset = p->i[0];
+    g->offset = p->i[1] ? t->offset + p->i[0] : p->i[0]; /* i1: relative to the input's offset */
     for (int k = 0; k < g->ndim; k++) {
         g->size[k] = p->shape[k];
         g->stride[k] = p->shape[g->ndim + k];

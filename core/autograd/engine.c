@@ -11,6 +11,9 @@
  *   5. only when everything succeeded, write leaf (and retained) gradients.
  * Nothing recurses, so a 100k-op chain needs no stack. Grad mode is create_graph while
  * rules run: with create_graph the rules' own ops are recorded (gradients of gradients).
+ * Inside a graph trace (tc_trace_active) the in-place shortcuts (acc, slice accumulation,
+ * in-place sums) are off, as under create_graph: the trace records every rule op, and an
+ * in-place add into a view of a gradient buffer is a write the graph cannot express.
  */
 #include "node.h"
 #include <stdio.h>
@@ -50,6 +53,7 @@ typedef struct pending {
 typedef struct run {
     const char *what;
     bool capture, retain_graph, create_graph;
+    bool stop_at_inputs; /* grad(): a captured gradient is not passed on past its input */
     uint64_t gen;
     ptrvec all;   /* discovered nodes (each retained) */
     ptrvec order; /* the same, in execution order */
@@ -109,7 +113,7 @@ static tc_status accumulate(tc_tensor **slot, tc_tensor *g, bool create_graph)
     }
     tc_tensor *a = *slot, *r;
     tc_status s;
-    if (!create_graph && own_dense(a) && tc_same_shape(a, g)) {
+    if (!create_graph && !tc_trace_active && own_dense(a) && tc_same_shape(a, g)) {
         s = add_op(a, g, a, &r);
     } else {
         s = add_op(a, g, NULL, &r);
@@ -340,7 +344,7 @@ static tc_status run_rule(run *R, tc_node *n)
         tc_node *c = n->edges[i].node;
         needs[i] = c && (c->needed & NEEDED);
         any = any || needs[i];
-        if (needs[i] && !R->create_graph && !tc_ag_anomaly_on) { /* grad.h: acc */
+        if (needs[i] && !R->create_graph && !tc_ag_anomaly_on && !tc_trace_active) { /* grad.h: acc */
             tc_tensor *b = c->gbuf[n->edges[i].nr];
             const tc_tmeta *m = &n->meta[i];
             bool fits = b && own_dense(b) && b->dtype == m->dtype && b->ndim == m->ndim;
@@ -370,7 +374,7 @@ static tc_status run_rule(run *R, tc_node *n)
     }
     bool sliced = false;
     if (s == TC_OK && any && needs[0] && (n->op == TC_OP_NARROW || n->op == TC_OP_SELECT) && !R->create_graph &&
-        !tc_ag_anomaly_on)
+        !tc_ag_anomaly_on && !tc_trace_active)
         s = slice_accumulate(n, &sliced);
     if (s == TC_OK && any && !sliced) {
         tc_grad_ctx ctx = {.op = (tc_op)n->op,
@@ -434,9 +438,9 @@ static tc_status seed(run *R, const tc_tensor *t, const tc_tensor *g, int i, tc_
                                 "%s: grad can be implicitly created only for single-element outputs (output %d has "
                                 "size %s); pass a gradient",
                                 R->what, i + 1, tc_shape_str(t, b1, sizeof b1));
-        TRY(tc_tensor_alloc((tc_dtype)t->dtype, t->ndim, t->size, out));
-        tc_store_double(t->dtype, tc_tensor_data(*out), 1.0);
-        return TC_OK;
+        tc_tmeta m;
+        tc_tmeta_of(t, &m);
+        return tc_g_full(&m, 1.0, out); /* an op, so a trace records the seed as a constant */
     }
     if (!tc_same_shape(g, t))
         return tc_set_error(TC_ERR_SHAPE, "%s: gradient %d has size %s but output %d has size %s", R->what, i + 1,
@@ -524,6 +528,16 @@ static tc_status engine_run(run *R, const tc_tensor *const *outs, const tc_tenso
                     R->results[j] = n->gbuf[e->nr];
                 }
             }
+        if ((n->needed & CAPTURED) && R->stop_at_inputs) /* partial derivatives: an input's own
+                                                             history is cut off */
+            for (int j = 0; j < nin; j++) {
+                const tc_edge *e = &edges[nout + j];
+                if (e->node == n && n->gbuf[e->nr]) {
+                    tc_tensor_release(n->gbuf[e->nr]);
+                    n->gbuf[e->nr] = NULL;
+                }
+            }
+        if (!(n->gbuf[0] || n->gbuf[1])) goto next;
         if (n->op == TC_NODE_ACC) {
             if (!R->capture && n->gbuf[0]) s = later_push(R, n, 0, n->gbuf[0]);
         } else if (n->needed & EXEC) {
@@ -566,8 +580,9 @@ tc_status tc_autograd_backward(const tc_tensor *const *roots, const tc_tensor *c
 
 tc_status tc_autograd_grad(const tc_tensor *const *outputs, const tc_tensor *const *grad_outputs, int nout,
                            const tc_tensor *const *inputs, int nin, int retain_graph, int create_graph,
-                           int allow_unused, tc_tensor **grads_out)
+                           int flags, tc_tensor **grads_out)
 {
+    bool allow_unused = (flags & TC_GRAD_ALLOW_UNUSED) != 0;
     if (!grads_out) return tc_set_error(TC_ERR_ARG, "grad: NULL result array");
     tc_tensor **res = calloc((size_t)(nin > 0 ? nin : 1), sizeof *res);
     if (!res) return tc_set_error(TC_ERR_MEMORY, "grad: out of memory");
@@ -575,6 +590,7 @@ tc_status tc_autograd_grad(const tc_tensor *const *outputs, const tc_tensor *con
              .capture = true,
              .retain_graph = retain_graph != 0,
              .create_graph = create_graph != 0,
+             .stop_at_inputs = (flags & TC_GRAD_STOP_AT_INPUTS) != 0,
              .results = res};
     tc_status s = engine_run(&R, outputs, grad_outputs, nout, inputs, nin);
     for (int j = 0; j < nin && s == TC_OK; j++)

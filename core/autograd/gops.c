@@ -38,6 +38,7 @@ tc_status tc_g_scalar(int dt, double v, tc_tensor **out)
     tc_tensor *t;
     TRY(tc_tensor_alloc((tc_dtype)dt, 0, NULL, &t));
     tc_store_double(dt, tc_tensor_data(t), v);
+    t->flags |= TC_TF_SCRATCH; /* made by hand, not by an op: a graph trace snapshots it as a constant */
     *out = t;
     return TC_OK;
 }
@@ -281,6 +282,7 @@ tc_status tc_g_index(const int64_t *vals, int64_t n, tc_tensor **out)
     tc_tensor *t;
     TRY(tc_tensor_alloc(TC_I64, 1, &n, &t));
     if (n > 0) memcpy(tc_tensor_data(t), vals, sizeof(int64_t) * (size_t)n);
+    t->flags |= TC_TF_SCRATCH; /* made by hand: a graph trace snapshots it as a constant */
     *out = t;
     return TC_OK;
 }
@@ -292,6 +294,7 @@ tc_status tc_g_flip(const tc_tensor *t, int dim, tc_tensor **out)
     TRY(tc_tensor_alloc(TC_I64, 1, &n, &idx));
     int64_t *v = tc_tensor_data(idx);
     for (int64_t k = 0; k < n; k++) v[k] = n - 1 - k;
+    idx->flags |= TC_TF_SCRATCH; /* made by hand: a graph trace snapshots it as a constant */
     tc_params p = {.i = {dim}};
     const tc_tensor *in[2] = {t, idx};
     tc_status s = tc_g_op(TC_OP_INDEX_SELECT, in, 2, &p, out);

@@ -13,6 +13,7 @@
  * overwrites (x:mul(y) in place) is saved as a copy taken before the kernel runs.
  */
 #include "node.h"
+#include "../graph/trace.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,7 +477,7 @@ static tc_status save_input(const tc_tensor *t, const tc_edge *e, bool copy, tc_
         TRY(tc_tensor_alloc((tc_dtype)t->dtype, t->ndim, t->size, &s));
         tc_tensor *res[1] = {s};
         tc_params p = {.i = {-1}};
-        tc_status st = tc_op_exec(TC_OP_COPY, &t, 1, &p, res, 1);
+        tc_status st = tc_trace_exec_nested(TC_OP_COPY, &t, 1, &p, res, 1); /* a trace records the copy */
         if (st) {
             tc_tensor_release(s);
             return st;

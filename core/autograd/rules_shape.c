@@ -210,7 +210,7 @@ TC_GRAD_RULE(as_strided_rule, TC_SAVE_IN0)
     const int64_t *st = c->p->shape + nd;
     int64_t ox[TC_MAX_DIMS] = {0};
     for (int64_t e = 0; e < n_out && !s; e++) {
-        int64_t p = c->p->i[0];
+        int64_t p = c->p->i[1] ? x->offset + c->p->i[0] : c->p->i[0];
         for (int k = 0; k < nd; k++) p += ox[k] * st[k];
         pos[e] = (p >= lo && p <= hi) ? slot[p - lo] : n_in;
         for (int k = nd - 1; k >= 0 && ++ox[k] == om->size[k]; k--) ox[k] = 0;

@@ -408,3 +408,21 @@ tc_status tc_cpu_select(const tc_kcall *k)
     tc_cpu_foreach(k->out[0], k->in, 3, fn, 0, 0);
     return TC_OK;
 }
+
+/* The loop a kernel of this file would run for one operand layout (loops.h): an
+ * elementwise op's formula loop for computing dtype `in`, copy's conversion in -> out,
+ * where's blend by out's element size. NULL where no such loop exists (half dtypes). Fused
+ * groups (core/graph/fused.c) call these so they compute exactly what eager mode does. */
+tc_loop_fn tc_cpu_ew_loop(tc_op op, int in, int out)
+{
+    if (in < 0 || in >= TC_DTYPE_COUNT || out < 0 || out >= TC_DTYPE_COUNT) return NULL;
+    if (op == TC_OP_COPY) {
+        if (in == out) return copy_loop(tc_dtype_size((tc_dtype)out));
+        return tc_is_half(in) || tc_is_half(out) ? NULL : conv_loops[in][out];
+    }
+    if (op == TC_OP_WHERE) {
+        size_t es = tc_dtype_size((tc_dtype)out);
+        return es == 1 ? where_1 : es == 2 ? where_2 : es == 4 ? where_4 : where_8;
+    }
+    return (int)op >= 0 && (int)op < TC_OP_COUNT ? ew_loops[op][in] : NULL;
+}

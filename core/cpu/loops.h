@@ -15,5 +15,8 @@
 /* tc_cpu_foreach with parts of at least `grain` elements. */
 void tc_cpu_foreach_grain(tc_tensor *out, const tc_tensor *const *ins, int nin, tc_loop_fn fn, double s0, double s1,
                           int64_t grain);
+/* The loop function eager mode runs for an elementwise op with computing dtype in, for copy
+ * (in -> out) or for where (out's element size); NULL where none exists (ew.c). */
+tc_loop_fn tc_cpu_ew_loop(tc_op op, int in, int out);
 
 #endif

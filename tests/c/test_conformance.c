@@ -151,14 +151,43 @@ static int compare(const char *op, int which, const tc_tensor *got, const gtenso
 
 static int cases_per_op[TC_OP_COUNT];
 
-static int run_case(gcase *c)
+/* The same call traced into a graph (inputs declared as graph inputs), compiled with every
+ * pass and run: the compiled op must give the golden values too. */
+static tc_status run_compiled(int op, tc_tensor **ins, int nin, const tc_params *p, tc_tensor **out, int nout)
+{
+    tc_graph *g = NULL;
+    const tc_tensor *args[8];
+    int nargs = 0;
+    TRY(tc_trace_begin(&g));
+    tc_status s = TC_OK;
+    for (int i = 0; i < nin && s == TC_OK; i++)
+        if (ins[i]) s = tc_trace_input(g, ins[i]), args[nargs++] = ins[i];
+    tc_tensor *traced[2] = {out[0], out[1]}; /* a given result moves here: out[] gets the graph's */
+    out[0] = out[1] = NULL;
+    if (s == TC_OK) s = tc_op_run((tc_op)op, (const tc_tensor *const *)ins, nin, p, traced, nout);
+    int made = 0; /* max/min over all elements give no index result */
+    for (int o = 0; o < nout && s == TC_OK && traced[o]; o++) s = tc_trace_output(g, traced[o]), made++;
+    tc_status e = tc_trace_end(g);
+    if (s == TC_OK) s = e;
+    if (s == TC_OK) s = tc_graph_compile(g, TC_PASS_ALL);
+    tc_tensor *res[2] = {NULL, NULL};
+    if (s == TC_OK) s = tc_graph_run(g, args, nargs, res, made);
+    for (int o = 0; o < nout; o++) {
+        tc_tensor_release(traced[o]);
+        out[o] = res[o];
+    }
+    tc_graph_free(g);
+    return s;
+}
+
+static int run_case(gcase *c, bool compiled)
 {
     int op = tc_op_lookup(c->op);
     if (op < 0) {
         printf("  golden: unknown op '%s'\n", c->op);
         return 0;
     }
-    cases_per_op[op]++;
+    if (!compiled) cases_per_op[op]++;
     const tc_opinfo *info = tc_op_info((tc_op)op);
     tc_tensor *ins[8] = {0};
     tc_tensor *out[2] = {0};
@@ -169,9 +198,10 @@ static int run_case(gcase *c)
         printf("  %s: cannot allocate the result: %s\n", c->op, tc_last_error());
         ok = 0;
     }
-    tc_status s = tc_op_run((tc_op)op, (const tc_tensor *const *)ins, c->nin, &c->p, out, info->nout);
+    tc_status s = compiled ? run_compiled(op, ins, c->nin, &c->p, out, info->nout)
+                           : tc_op_run((tc_op)op, (const tc_tensor *const *)ins, c->nin, &c->p, out, info->nout);
     if (s != TC_OK) {
-        printf("  %s: failed: %s\n", c->op, tc_last_error());
+        printf("  %s%s: failed: %s\n", c->op, compiled ? " (compiled)" : "", tc_last_error());
         ok = 0;
     } else {
         for (int o = 0; o < c->nout; o++) ok &= compare(c->op, o + 1, out[o], &c->out[o]);
@@ -200,7 +230,7 @@ TEST(conformance_golden_and_coverage)
     gcase c;
     while ((r = read_case(f, &c)) == 1) {
         total++;
-        if (!run_case(&c)) bad++;
+        if (!run_case(&c, false)) bad++;
         free_case(&c);
     }
     fclose(f);
@@ -219,6 +249,26 @@ TEST(conformance_golden_and_coverage)
             CHECK(!"every op has golden values");
         }
     }
+}
+
+/* Every golden case again through the graph compiler: traced, all passes, run. */
+TEST(conformance_golden_compiled)
+{
+    FILE *f = open_golden();
+    CHECK(f != NULL);
+    if (!f) return;
+    int total = 0, bad = 0, r;
+    gcase c;
+    while ((r = read_case(f, &c)) == 1) {
+        total++;
+        if (!run_case(&c, true)) bad++;
+        free_case(&c);
+    }
+    fclose(f);
+    CHECK(r == 0);
+    CHECK(total > 300);
+    CHECK(bad == 0);
+    if (bad) printf("  %d of %d golden cases failed when compiled\n", bad, total);
 }
 
 /* ---- elementwise ops: every allowed dtype, every memory layout -------------------------- */

@@ -1,0 +1,121 @@
+/* test_graph_ir.c -- the graph IR's own machinery (core/graph/graph.c): building with shape
+ * inference, rewriting uses, compaction and renumbering, the dump / report / Graphviz
+ * forms, and bad arguments. Passes, tracing and execution have their own test files. */
+#include "ctest.h"
+#include "graph/graph.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+/* x (2,3) input, w (3,4) external: y = tanh(x @ w), s = sum(y) */
+static tc_status small_graph(tc_graph **gp, tc_tensor **wp, int32_t ids[6])
+{
+    int64_t xs[2] = {2, 3}, ws[2] = {3, 4};
+    tc_graph *g;
+    TRY(tc_graph_new(&g));
+    *gp = g;
+    *wp = ct_arange(TC_F32, 2, ws);
+    TRY(tc_graph_add_input(g, TC_F32, 2, xs, &ids[0]));
+    TRY(tc_graph_add_external(g, *wp, &ids[1]));
+    int32_t in[2] = {ids[0], ids[1]};
+    TRY(tc_graph_add_op(g, TC_OP_MM, in, 2, NULL, &ids[2]));
+    TRY(tc_graph_add_op(g, TC_OP_TANH, &ids[2], 1, NULL, &ids[3]));
+    TRY(tc_graph_add_op(g, TC_OP_NEG, &ids[3], 1, NULL, &ids[4]));
+    TRY(tc_graph_mark_output(g, ids[4]));
+    return TC_OK;
+}
+
+TEST(graph_ir_build_infers_shapes)
+{
+    tc_graph *g = NULL;
+    tc_tensor *w = NULL;
+    int32_t id[6];
+    CHECK_OK(small_graph(&g, &w, id));
+    CHECK(g->nnodes == 3 && g->ninputs == 1 && g->noutputs == 1);
+    CHECK(g->vals[id[2]].ndim == 2 && g->vals[id[2]].size[0] == 2 && g->vals[id[2]].size[1] == 4);
+    CHECK(g->vals[id[2]].kind == TC_GV_OP && g->vals[id[2]].producer == 0);
+    CHECK(g->vals[id[1]].kind == TC_GV_EXTERNAL && g->vals[id[1]].t == w);
+    CHECK(tc_graph_num_nodes(g) == 3 && tc_graph_num_inputs(g) == 1 && tc_graph_num_outputs(g) == 1);
+    char buf[2048];
+    size_t need = 0;
+    CHECK_OK(tc_graph_dump(g, buf, sizeof buf, &need));
+    CHECK(strstr(buf, "mm(%0, %1)") != NULL);
+    CHECK(strstr(buf, "float32(2,4)") != NULL || strstr(buf, "(2,4)") != NULL);
+    CHECK(strstr(buf, "return %4") != NULL);
+    CHECK(need == strlen(buf) + 1);
+    /* a short buffer is truncated but NUL-terminated, and needed says the full length */
+    char small[8];
+    size_t need2 = 0;
+    CHECK_OK(tc_graph_dump(g, small, sizeof small, &need2));
+    CHECK(need2 == need && strlen(small) == 7);
+    tc_graph_free(g);
+    tc_tensor_release(w);
+}
+
+TEST(graph_ir_shape_errors_name_the_op)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int64_t a[2] = {2, 3}, b[2] = {4, 5};
+    int32_t x, y, z;
+    CHECK_OK(tc_graph_add_input(g, TC_F32, 2, a, &x));
+    CHECK_OK(tc_graph_add_input(g, TC_F32, 2, b, &y));
+    int32_t in[2] = {x, y};
+    CHECK_ERR(tc_graph_add_op(g, TC_OP_MM, in, 2, NULL, &z), TC_ERR_SHAPE, "mm");
+    CHECK(g->nnodes == 0); /* a failed add adds nothing */
+    int32_t bad[1] = {99};
+    CHECK_ERR(tc_graph_add_op(g, TC_OP_TANH, bad, 1, NULL, &z), TC_ERR_ARG, "no value");
+    CHECK_ERR(tc_graph_mark_output(g, 42), TC_ERR_ARG, "no value");
+    CHECK_ERR(tc_graph_add_writeback(g, x, y), TC_ERR_ARG, "write-back");
+    tc_graph_free(g);
+}
+
+TEST(graph_ir_replace_and_compact_renumber)
+{
+    tc_graph *g = NULL;
+    tc_tensor *w = NULL;
+    int32_t id[6];
+    CHECK_OK(small_graph(&g, &w, id));
+    /* bypass tanh: neg reads mm directly, tanh becomes dead */
+    g->nodes[2].in[0] = id[2];
+    g->nodes[1].flags |= TC_GN_DEAD;
+    CHECK_OK(tc_graph_compact(g));
+    CHECK(g->nnodes == 2);
+    CHECK(g->nodes[1].op == TC_OP_NEG && g->nodes[1].in[0] == g->nodes[0].out[0]);
+    CHECK(g->vals[g->nodes[1].out[0]].producer == 1);
+    CHECK(g->outputs[0] == g->nodes[1].out[0]);
+    CHECK(g->nvals == 4); /* x, w, mm, neg: tanh's value is gone */
+    CHECK(g->vals[g->nodes[0].out[0]].nuses == 1);
+    /* replace_uses redirects outputs too */
+    tc_graph_replace_uses(g, g->nodes[1].out[0], g->nodes[0].out[0]);
+    CHECK(g->outputs[0] == g->nodes[0].out[0]);
+    tc_graph_free(g);
+    tc_tensor_release(w);
+}
+
+TEST(graph_ir_report_and_dot)
+{
+    tc_graph *g = NULL;
+    tc_tensor *w = NULL;
+    int32_t id[6];
+    CHECK_OK(small_graph(&g, &w, id));
+    tc_gpass_stat st = {.pass = "dce", .nodes_before = 5, .nodes_after = 3};
+    CHECK_OK(tc_graph_add_stat(g, &st));
+    char buf[512];
+    CHECK_OK(tc_graph_report(g, buf, sizeof buf, NULL));
+    CHECK(strstr(buf, "dce") && strstr(buf, "5 -> 3") && strstr(buf, "2 removed"));
+    g->ngroups = 0;
+    const char *path = "/tmp/tocha_test_graph_ir.dot";
+    CHECK_OK(tc_graph_dot(g, path));
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        char text[4096] = {0};
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        CHECK(n > 0 && strstr(text, "digraph") && strstr(text, "mm") && strstr(text, "n0 -> n1"));
+    }
+    remove(path);
+    CHECK_ERR(tc_graph_dot(g, "/nonexistent-dir/x.dot"), TC_ERR_IO, "cannot write");
+    tc_graph_free(g);
+    tc_tensor_release(w);
+}
