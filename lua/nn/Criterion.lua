@@ -19,6 +19,7 @@ local Criterion = torch.class('nn.Criterion')
 nn.Criterion = Criterion
 
 local isTensor = torch.isTensor
+local C = torch._C
 local SCALAR = torch.LongStorage() -- the size of a 0-d tensor
 local flatten, rebuild, mname, describe = nn._flatten, nn._rebuild, nn._mname, nn._describe
 
@@ -48,6 +49,9 @@ function Criterion:_setLoss(loss)
    end
    if loss:dim() ~= 0 then loss = loss:view(SCALAR) end
    self.outputTensor = loss
+   -- crit(input, target) inside a graph trace (tocha.jit.step) wants only the tensor:
+   -- reading its value would be a graph break, so self.output is left as it was
+   if self._agTensorOnly and C.tc_trace_current() ~= nil then return nil end
    self.output = loss:item()
    return self.output
 end
@@ -61,7 +65,10 @@ function Criterion:forward(input, target)
 end
 
 function Criterion:__call__(input, target)
-   self:updateOutput(input, target)
+   self._agTensorOnly = true
+   local ok, err = pcall(self.updateOutput, self, input, target)
+   self._agTensorOnly = nil
+   if not ok then error(err, 0) end
    return self.outputTensor
 end
 

@@ -388,13 +388,25 @@ local function grad_pass(self, input, gradOutput, wantInput, wantParams)
                'under torch.no_grad(), or does the output not depend on the input?)')
       end
    elseif #targets > 0 then
-      grads = torch.autograd.grad(O, targets, G, {retain_graph = true, allow_unused = true})
+      -- stop_at_inputs: Torch7's backward is the module's own Jacobian, so when one input
+      -- depends on another (residual and gating patterns) that path is not counted twice
+      grads = torch.autograd.grad(O, targets, G, {retain_graph = true, allow_unused = true,
+                                                  stop_at_inputs = true})
    end
    local gradInput
    if wantInput then
       local gl = {}
       for i = 1, #ins do
          local g = slot_in[i] and grads[slot_in[i]]
+         if g then
+            -- the same tensor at several positions ({a, a}): the tape holds only their
+            -- sum, shared out evenly so the caller's sum over positions is right
+            local copies = 0
+            for j = 1, #ins do
+               if ins[j].p == ins[i].p then copies = copies + 1 end
+            end
+            if copies > 1 then g = torch.div(g, copies) end
+         end
          local d = direct and direct[i]
          if d then g = g and torch.add(g, d) or d end
          gl[i] = g or zeros_like(ins[i])
@@ -629,6 +641,12 @@ function Module:share(mod, ...)
    end
    return self
 end
+
+-- model:compile([opts]) / model:decompile(): forward and Torch7's backward as graphs per
+-- input shape (graph mode: lua/tocha/jit_train.lua says what is compiled and when it runs
+-- eagerly). compile returns the module itself.
+function Module:compile(opts) return require('tocha.jit_train').compile_module(self, opts) end
+function Module:decompile() return require('tocha.jit_train').decompile_module(self) end
 
 -- Torch7's getParameters: all parameters (and all gradients) re-pointed into one flat
 -- storage each; parameters that shared memory keep sharing. Returns the two flat tensors.

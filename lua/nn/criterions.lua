@@ -73,7 +73,7 @@ end
 local function scaled_sum(l, scale)
    local s = l:sum()
    if type(s) == 'number' then return l.new(1):fill(s * scale) end
-   if scale ~= 1 then s = torch.mul(s, scale) end
+   if type(scale) ~= 'number' or scale ~= 1 then s = torch.mul(s, scale) end
    return s
 end
 H.scaled_sum = scaled_sum
@@ -119,8 +119,14 @@ function H.classes(self, input, target, n, nclass, ignore)
    else
       fail(self, 'the target must be a class index (number) or a tensor of class indices, got %s', describe(target))
    end
-   local d = t:data()
    local masked = false
+   if torch._C.tc_trace_current() ~= nil then
+      -- graph mode: the targets are not read from Lua (the gather op checks the range at
+      -- every run); ignoreIndex, when set, always goes through the mask
+      if ignore ~= nil then masked = true end
+      n = 0
+   end
+   local d = n > 0 and t:data()
    for i = 0, n - 1 do
       local v = tonumber(d[i])
       if v == ignore then
@@ -382,6 +388,13 @@ local function nll_setup(self, input, target, spatial)
    if mask then
       mask = mask:view(shape)
       w = w and torch.cmul(w, mask) or mask
+   end
+   if w and torch._C.tc_trace_current() ~= nil then
+      -- graph mode: the total weight stays a tensor (reading it would be a graph break);
+      -- 1 / tw, or 1 when every sample is ignored (tw == 0)
+      if not self.sizeAverage then return x, t, w, 1 end
+      local tw = w:contiguous():view(-1):sum(1)
+      return x, t, w, torch.cinv(torch.add(tw, torch.eq(tw, 0):typeAs(tw)))
    end
    local tw = w and w:sum() or n
    return x, t, w, (self.sizeAverage and tw > 0) and 1 / tw or 1

@@ -22,15 +22,24 @@ return function(optim)
          init = U.num('adagrad', c, 'initialAccumulatorValue', 0, level),
       }
    end
-   function adagrad.apply(x, dfdx, h, st)
-      st.evalCounter = st.evalCounter or 0
+   -- the per-step scalar (U.scalars): sv[1] = -clr
+   function adagrad.prep(x, h, st)
+      local c = st.evalCounter or 0
+      local p = U.scalars(st, x, 1)
+      p[0] = -(h.lr / (1 + c * h.lrd))
+      st.evalCounter = c + 1
+   end
+   function adagrad.update(x, dfdx, h, st)
       local d = U.decayed(st, x, dfdx, h.wd, nil)
-      local clr = h.lr / (1 + st.evalCounter * h.lrd)
       local var = U.buf(st, 'paramVariance', x, h.init):addcmul(1, d, d)
       local std = U.tmp(st, '_std', x):copy(var):sqrt():add(h.eps)
-      x:addcdiv(-clr, d, std)
-      st.evalCounter = st.evalCounter + 1
+      x:addcdiv(1, torch.cmul(U.tmp(st, '_num', x), d, st._sv[1]), std)
    end
+   function adagrad.apply(x, dfdx, h, st)
+      adagrad.prep(x, h, st)
+      adagrad.update(x, dfdx, h, st)
+   end
+   adagrad.dynamic = {lr = true, lrd = true}
    A.adagrad = adagrad
 
    -- x, {f} = optim.adagrad(feval, x[, config][, state])
@@ -53,15 +62,25 @@ return function(optim)
          wd = U.num('adadelta', c, 'weightDecay', 0, level),
       }
    end
-   function adadelta.apply(x, dfdx, h, st)
+   -- the per-step scalar (U.scalars): sv[1] = -learningRate
+   function adadelta.prep(x, h, st)
+      local p = U.scalars(st, x, 1)
+      p[0] = -h.lr
+   end
+   function adadelta.update(x, dfdx, h, st)
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local var = U.buf(st, 'paramVariance', x, 0):mul(h.rho):addcmul(1 - h.rho, d, d)
       local acc = U.buf(st, 'accDelta', x, 0)
       local std = U.tmp(st, '_std', x):copy(var):add(h.eps):sqrt()
       local delta = U.tmp(st, '_delta', x):copy(acc):add(h.eps):sqrt():cdiv(std):cmul(d)
-      x:add(-h.lr, delta)
+      x:addcmul(1, st._sv[1], delta)
       acc:mul(h.rho):addcmul(1 - h.rho, delta, delta)
    end
+   function adadelta.apply(x, dfdx, h, st)
+      adadelta.prep(x, h, st)
+      adadelta.update(x, dfdx, h, st)
+   end
+   adadelta.dynamic = {lr = true}
    A.adadelta = adadelta
 
    optim.adadelta = U.functional('adadelta', adadelta)

@@ -38,13 +38,25 @@ return function(optim)
       end
    end
 
-   local function adam_apply(x, dfdx, h, st)
-      st.t = (st.t or 0) + 1
-      local t = st.t
+   -- the per-step scalars (U.scalars): sv[1] = -clr sqrt(1 - beta2^t) / (1 - beta1^t),
+   -- sv[2] = epsilon sqrt(1 - beta2^t), sv[3] = 1 - clr weightDecay (adamw)
+   local function adam_prep(x, h, st)
+      local t = (st.t or 0) + 1
+      st.t = t
       local clr = h.lr / (1 + (t - 1) * h.lrd)
+      local bc1 = 1 - h.b1 ^ t
+      local sbc2 = math.sqrt(1 - h.b2 ^ t)
+      local p = U.scalars(st, x, 3)
+      p[0] = -clr * sbc2 / bc1
+      p[1] = h.eps * sbc2
+      p[2] = 1 - clr * h.wd
+   end
+
+   local function adam_update(x, dfdx, h, st)
+      local sv = st._sv
       local d = dfdx
       if h.decoupled then
-         if h.wd ~= 0 then x:mul(1 - clr * h.wd) end
+         if h.wd ~= 0 then x:mul(sv[3]) end
       else
          d = U.decayed(st, x, dfdx, h.wd, nil)
       end
@@ -56,15 +68,21 @@ return function(optim)
       if h.amsgrad then
          src = U.buf(st, 'vmax', x, 0):cmax(v)
       end
-      local bc1 = 1 - h.b1 ^ t
-      local sbc2 = math.sqrt(1 - h.b2 ^ t)
       -- m / (sqrt(v) / sbc2 + eps) = sbc2 m / (sqrt(v) + eps sbc2): two passes fewer
-      local denom = torch.sqrt(U.tmp(st, '_denom', x), src):add(h.eps * sbc2)
-      x:addcdiv(-clr * sbc2 / bc1, m, denom)
+      local denom = torch.sqrt(U.tmp(st, '_denom', x), src):add(sv[2])
+      x:addcdiv(1, torch.cmul(U.tmp(st, '_num', x), m, sv[1]), denom)
    end
 
-   A.adam = {hyper = adam_hyper('adam', false, 0), apply = adam_apply}
-   A.adamw = {hyper = adam_hyper('adamw', true, 1e-2), apply = adam_apply}
+   local function adam_apply(x, dfdx, h, st)
+      adam_prep(x, h, st)
+      adam_update(x, dfdx, h, st)
+   end
+
+   local dyn = {lr = true, lrd = true}
+   A.adam = {hyper = adam_hyper('adam', false, 0), prep = adam_prep, update = adam_update,
+             apply = adam_apply, dynamic = dyn}
+   A.adamw = {hyper = adam_hyper('adamw', true, 1e-2), prep = adam_prep, update = adam_update,
+              apply = adam_apply, dynamic = dyn}
 
    -- x, {f} = optim.adam(feval, x[, config][, state])
    -- config: learningRate (1e-3), learningRateDecay (0), beta1 (0.9), beta2 (0.999),
@@ -92,15 +110,26 @@ return function(optim)
          wd = U.num('adamax', c, 'weightDecay', 0, level),
       }
    end
-   function adamax.apply(x, dfdx, h, st)
+   -- the per-step scalar (U.scalars): sv[1] = -lr / (1 - beta1^t)
+   function adamax.prep(x, h, st)
       st.t = (st.t or 0) + 1
+      local p = U.scalars(st, x, 1)
+      p[0] = -h.lr / (1 - h.b1 ^ st.t)
+   end
+   function adamax.update(x, dfdx, h, st)
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local m = U.buf(st, 'm', x, 0)
       local u = U.buf(st, 'u', x, 0)
       m:mul(h.b1):add(1 - h.b1, d)
-      u:mul(h.b2):cmax(U.tmp(st, '_tmp', x):copy(d):abs():add(h.eps))
-      x:addcdiv(-h.lr / (1 - h.b1 ^ st.t), m, u)
+      local tmp = U.tmp(st, '_tmp', x)
+      u:mul(h.b2):cmax(tmp:copy(d):abs():add(h.eps))
+      x:addcdiv(1, torch.cmul(tmp, m, st._sv[1]), u)
    end
+   function adamax.apply(x, dfdx, h, st)
+      adamax.prep(x, h, st)
+      adamax.update(x, dfdx, h, st)
+   end
+   adamax.dynamic = {lr = true}
    A.adamax = adamax
 
    optim.adamax = U.functional('adamax', adamax)

@@ -25,7 +25,12 @@ return function(optim)
          centered = c.centered and true or false,
       }
    end
-   function rmsprop.apply(x, dfdx, h, st)
+   -- the per-step scalar (U.scalars): sv[1] = -learningRate
+   function rmsprop.prep(x, h, st)
+      local p = U.scalars(st, x, 1)
+      p[0] = -h.lr
+   end
+   function rmsprop.update(x, dfdx, h, st)
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local m = U.buf(st, 'm', x, 0):mul(h.alpha):addcmul(1 - h.alpha, d, d)
       local tmp = U.tmp(st, '_tmp', x):copy(m)
@@ -36,11 +41,16 @@ return function(optim)
       tmp:sqrt():add(h.eps)
       if h.mom > 0 then
          local buf = U.buf(st, 'momentumBuffer', x, 0):mul(h.mom):addcdiv(1, d, tmp)
-         x:add(-h.lr, buf)
+         x:addcmul(1, st._sv[1], buf)
       else
-         x:addcdiv(-h.lr, d, tmp)
+         x:addcdiv(1, torch.cmul(U.tmp(st, '_num', x), d, st._sv[1]), tmp)
       end
    end
+   function rmsprop.apply(x, dfdx, h, st)
+      rmsprop.prep(x, h, st)
+      rmsprop.update(x, dfdx, h, st)
+   end
+   rmsprop.dynamic = {lr = true}
    A.rmsprop = rmsprop
 
    -- x, {f} = optim.rmsprop(feval, x[, config][, state])
@@ -72,7 +82,9 @@ return function(optim)
       end
       return h
    end
-   function rprop.apply(x, dfdx, h, st)
+   -- no per-step scalar (stepsize only initialises delta on the first step)
+   function rprop.prep() end
+   function rprop.update(x, dfdx, h, st)
       local delta = U.buf(st, 'delta', x, h.stepsize)
       local prev = U.buf(st, 'prev', x, 0)
       local s = U.tmp(st, '_sign', x):copy(dfdx):cmul(prev):sign()
@@ -82,6 +94,8 @@ return function(optim)
       local g = prev:copy(dfdx):maskedFill(neg, 0)
       x:addcmul(-1, U.tmp(st, '_dir', x):copy(g):sign(), delta)
    end
+   rprop.apply = rprop.update
+   rprop.dynamic = {stepsize = true, niter = true}
    A.rprop = rprop
 
    -- x, {f_1, ..., f_niter} = optim.rprop(feval, x[, config][, state])

@@ -37,8 +37,14 @@ return function(optim)
       end
       return h
    end
-   function sgd.apply(x, dfdx, h, st)
-      st.evalCounter = st.evalCounter or 0
+   -- the per-step scalar (U.scalars): sv[1] = -clr
+   function sgd.prep(x, h, st)
+      local c = st.evalCounter or 0
+      local p = U.scalars(st, x, 1)
+      p[0] = -(h.lr / (1 + c * h.lrd))
+      st.evalCounter = c + 1
+   end
+   function sgd.update(x, dfdx, h, st)
       local d = U.decayed(st, x, dfdx, h.wd, h.wds)
       if h.mom ~= 0 then
          local v = st.dfdx
@@ -56,15 +62,16 @@ return function(optim)
             d = v
          end
       end
-      local clr = h.lr / (1 + st.evalCounter * h.lrd)
       if h.lrs then
-         local dp = U.tmp(st, '_delta', x):copy(h.lrs):cmul(d)
-         x:add(-clr, dp)
-      else
-         x:add(-clr, d)
+         d = U.tmp(st, '_delta', x):copy(h.lrs):cmul(d)
       end
-      st.evalCounter = st.evalCounter + 1
+      x:addcmul(1, st._sv[1], d)    -- x - clr * d
    end
+   function sgd.apply(x, dfdx, h, st)
+      sgd.prep(x, h, st)
+      sgd.update(x, dfdx, h, st)
+   end
+   sgd.dynamic = {lr = true, lrd = true} -- read by prep only: not baked into a compiled step
    A.sgd = sgd
 
    -- x, {f} = optim.sgd(feval, x[, config][, state])

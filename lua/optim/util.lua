@@ -6,6 +6,8 @@
 -- tensors with Torch7's config and state field names. The functional form
 -- (`optim.sgd(feval, x, config, state)`) and the PyTorch-style class (`optim.SGD`) both call
 -- that one function; the class only translates its hyper-parameter names.
+local ffi = require 'ffi'
+local PTR = torch._elem.PTR
 local U = {}
 
 -- Error at `level` (2 = the caller of the function calling U.fail) naming the algorithm.
@@ -127,6 +129,27 @@ function U.decayed(state, x, dfdx, wd, wds)
    if wd ~= nil and wd ~= 0 then d:add(wd, x) end
    if wds ~= nil then d:addcmul(1, wds:viewAs(x), x) end
    return d
+end
+
+-- Per-step scalars (the learning rate after decay and schedules, Adam's bias corrections)
+-- do not reach the tensor ops as Lua numbers: an algorithm's `prep(x, h, state)` writes
+-- them into a small tensor kept in state (raw element writes, no op) and its
+-- `update(x, dfdx, h, state)` reads them through 0-dim views of it, broadcast by the ops
+-- (x:addcmul(1, sv[1], d) for x:add(-clr, d)). The values are the numbers the op would have
+-- converted to x's type, so eager results are unchanged; a compiled training step
+-- (tocha.jit.step) captures the tensor and calls prep before each run, so nothing that
+-- changes between steps is baked into the graph.
+-- Returns a pointer to element 0 (write p[k-1]) and the list of views sv[1..n].
+function U.scalars(state, x, n)
+   local s = state._scal
+   if s == nil or s.p.dtype ~= x.p.dtype or s:nElement() ~= n then
+      s = x.new(n)
+      local sv = {}
+      for k = 1, n do sv[k] = s:select(1, k) end
+      state._scal, state._sv = s, sv
+   end
+   -- not s:data(): inside a graph trace that counts as reading a captured tensor's value
+   return ffi.cast(PTR[s.p.dtype], torch._C.tc_tensor_data(s.p)), state._sv
 end
 
 -- Runs fn(...) with gradient recording off when the autograd engine is loaded: optimizer

@@ -10,8 +10,16 @@ local tocha = {
    version = ffi.string(torch._C.tc_version()),
 }
 
+-- functions living in a submodule: tocha.cond and tocha.while_loop are tocha.control's
+local members = {cond = 'control', while_loop = 'control'}
+
 setmetatable(tocha, {
    __index = function(t, k)
+      if members[k] then
+         local f = require('tocha.' .. members[k])[k]
+         rawset(t, k, f)
+         return f
+      end
       if type(k) ~= 'string' or not k:match('^[%a_][%w_]*$') or k == 'init' then return nil end
       local name = 'tocha.' .. k
       -- only a module that exists is loaded; its own errors are not hidden

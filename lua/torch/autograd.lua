@@ -80,6 +80,10 @@ function methods.retain_grad(t)
    return t
 end
 
+-- Graph mode's value-read check (init.lua): false outside traces.
+local check_read = false
+torch._on_trace_check(function(f) check_read = f end)
+
 -- t:item(): the value of a one-element tensor, as a number.
 if methods.item == nil then
    function methods.item(t)
@@ -88,6 +92,7 @@ if methods.item == nil then
          error(string.format('item: only one-element tensors can be converted to a number (this one has %d)',
             tonumber(n)), 2)
       end
+      if check_read then check_read(t.p, 'x:item()') end
       return C.tc_tensor_item(t.p)
    end
 end
@@ -96,7 +101,10 @@ end
 -- the mean is a 0-dim tensor because x requires grad); anything else is an error.
 local function cmp_value(x, what)
    if type(x) == 'number' then return x end
-   if isT(x) and C.tc_tensor_numel(x.p) == 1 then return C.tc_tensor_item(x.p) end
+   if isT(x) and C.tc_tensor_numel(x.p) == 1 then
+      if check_read then check_read(x.p, 'a tensor compared with ' .. (what == '<' and '< or >' or '<= or >=')) end
+      return C.tc_tensor_item(x.p)
+   end
    error(what .. ': only numbers and one-element tensors can be compared with < and <=; use lt/le/gt/ge for ' ..
       'elementwise comparisons (got ' .. (isT(x) and (tostring(tonumber(C.tc_tensor_numel(x.p))) ..
       '-element tensor') or type(x)) .. ')', 3)
@@ -115,7 +123,9 @@ if mt.__eq == nil then
    mt.__eq = function(a, b)
       if type(b) == 'number' then a, b = b, a end
       if type(a) == 'number' then
-         return isT(b) and C.tc_tensor_numel(b.p) == 1 and C.tc_tensor_item(b.p) == a
+         if not (isT(b) and C.tc_tensor_numel(b.p) == 1) then return false end
+         if check_read then check_read(b.p, 'a tensor compared with ==') end
+         return C.tc_tensor_item(b.p) == a
       end
       return isT(a) and isT(b) and a.p == b.p
    end
@@ -279,7 +289,9 @@ jit.off(autograd.backward)
 
 -- torch.autograd.grad(outputs, inputs, grad_outputs, opts): the gradients of outputs with
 -- respect to inputs (a tensor when inputs is a tensor, else a list); opts {retain_graph=,
--- create_graph=, allow_unused=} (unused inputs give nil only with allow_unused).
+-- create_graph=, allow_unused=, stop_at_inputs=} (unused inputs give nil only with
+-- allow_unused; stop_at_inputs gives partial derivatives: when one input depends on another,
+-- the path through the first is not counted in the second).
 function autograd.grad(outputs, inputs, grad_outputs, opts)
    local outs, nout = tensor_list('autograd.grad', 'outputs', outputs, false, 2)
    local ins, nin = tensor_list('autograd.grad', 'inputs', inputs, false, 2)
@@ -296,7 +308,7 @@ function autograd.grad(outputs, inputs, grad_outputs, opts)
    if retain == nil then retain = create == 1 end
    local res = ffi.new('tc_tensor*[?]', nin)
    if C.tc_autograd_grad(outs, gouts, nout, ins, nin, retain and 1 or 0, create,
-         opts.allow_unused and 1 or 0, res) ~= 0 then
+         (opts.allow_unused and 1 or 0) + (opts.stop_at_inputs and 2 or 0), res) ~= 0 then
       raise(2)
    end
    local r = {}

@@ -451,7 +451,7 @@ function torch.histc(a, b, c, d, e)
    local n = numel(p)
    local vals = {}
    if n > 0 then
-      local dp, get, nxt = data_ptr(p), GET[p.dtype], offsets(p)
+      local dp, get, nxt = data_ptr(p, 'torch.histc'), GET[p.dtype], offsets(p)
       for k = 1, n do vals[k] = as_number(get(dp, nxt())) end
    end
    if lo == hi then

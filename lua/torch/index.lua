@@ -130,6 +130,10 @@ end
 
 local function is_mask(q) return q.dtype == U8 or q.dtype == BOOL end
 
+-- Graph mode (init.lua): element reads and writes from Lua refuse traced tensors.
+local check_read = false
+torch._on_trace_check(function(f) check_read = f end)
+
 ---------------------------------------------------------------------------------------------
 -- t[k]
 ---------------------------------------------------------------------------------------------
@@ -146,6 +150,7 @@ local function index_get(t, k)
       local i = position(k, 1, tonumber(p.size[0]), LVL)
       local dt = p.dtype
       if nd == 1 then
+         if check_read then check_read(p, 'x[i]') end
          return GET[dt](cast(PTR[dt], p.storage.data), tonumber(p.offset) + (i - 1) * tonumber(p.stride[0]))
       end
       if band(p.flags, TF_GRAD) ~= 0 then
@@ -162,6 +167,7 @@ local function index_get(t, k)
          local dt = p.dtype
          local off = tonumber(p.offset) + (position(i, 1, tonumber(p.size[0]), LVL) - 1) * tonumber(p.stride[0])
                      + (position(j, 2, tonumber(p.size[1]), LVL) - 1) * tonumber(p.stride[1])
+         if check_read then check_read(p, 'x[{i, j}]') end
          return GET[dt](cast(PTR[dt], p.storage.data), off)
       end
       if p.storage == nil then
@@ -171,6 +177,7 @@ local function index_get(t, k)
       local off, od = locate(p, k, LVL)
       if od == 0 then
          local dt = p.dtype
+         if check_read then check_read(p, 'x[{...}]') end
          return GET[dt](cast(PTR[dt], p.storage.data), off)
       end
       if band(p.flags, TF_GRAD) ~= 0 then
@@ -197,6 +204,7 @@ local function index_get(t, k)
          error(fmt('index: a LongStorage index needs one entry per dim (%d), got %d', p.ndim, k.n), LVL)
       end
       local dt = p.dtype
+      if check_read then check_read(p, 'x[LongStorage]') end
       return GET[dt](cast(PTR[dt], p.storage.data), off)
    end
    error(fmt('index: cannot index a tensor with a %s', describe(k)), LVL)
@@ -226,8 +234,10 @@ local function set_element(p, off, v, level)
       if U.numel(v.p) ~= 1 then
          error(fmt('index: cannot assign a tensor of %d elements to one element', U.numel(v.p)), level + 1)
       end
+      if check_read then check_read(v.p, 'x[i] = tensor') end
       x = C.tc_tensor_item(v.p)
    end
+   if check_read then check_read(p, 'x[i] = v', true) end
    local dt, st = p.dtype, p.storage
    SET[dt](cast(PTR[dt], st.data), off, x)
    st.version = st.version + 1 -- as tc_op_run does for every write

@@ -102,6 +102,17 @@ local function raise(level)
 end
 torch._raise = raise
 
+-- Graph mode (lua/tocha/jit.lua). While a function is traced, reading a tensor's values
+-- from Lua (item, t[i], comparisons, reductions to numbers, data, storage, totable,
+-- printing) would bake this run's values into the graph. Each read path keeps a local
+-- `check_read`, false outside traces (one upvalue test), that jit.lua sets through
+-- torch._set_trace_check to a function(p, what) raising a graph break for traced values.
+local trace_check_setters = {}
+function torch._on_trace_check(setter) trace_check_setters[#trace_check_setters + 1] = setter end
+function torch._set_trace_check(f)
+   for i = 1, #trace_check_setters do trace_check_setters[i](f or false) end
+end
+
 ---------------------------------------------------------------------------------------------
 -- Handles and the registry
 ---------------------------------------------------------------------------------------------

@@ -209,6 +209,10 @@ M.run2 = run2
 -- result is released at once (no Lua handle). nout is the op's result count.
 -- A result that requires grad (its input did, under grad mode) stays a 0-dim tensor, so
 -- PyTorch-style `loss = (x*x):sum(); loss:backward()` works; otherwise a number (Torch7).
+-- Graph mode (init.lua): while a trace runs, a traced result is refused before its value is
+-- read; r is wrapped first so that the refusal leaks nothing.
+local check_read = false
+torch._on_trace_check(function(f) check_read = f end)
 local function run_number(op, nin, nout, level)
    OUT[0], OUT[1] = nil, nil
    if C.tc_op_run(op, IN, nin, P, OUT, nout) ~= 0 then raise(level + 1) end
@@ -216,6 +220,12 @@ local function run_number(op, nin, nout, level)
    if r.flags % 2 == 1 then -- TC_TF_REQUIRES_GRAD
       if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
       return wrap(r)
+   end
+   if check_read then
+      if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
+      local h = wrap(r)
+      check_read(r, ffi.string(C.tc_op_info(op).name) .. '() returning a Lua number')
+      return C.tc_tensor_item(h.p)
    end
    local v = C.tc_tensor_item(r)
    C.tc_tensor_release(r)

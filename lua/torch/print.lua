@@ -50,7 +50,7 @@ local function gather(p)
    local n = U.numel(p)
    local vals = {}
    if n == 0 then return vals, 0 end
-   local d, get, nxt = E.data_ptr(p), E.GET[p.dtype], U.offsets(p)
+   local d, get, nxt = E.data_ptr(p, 'tostring(x) or print(x)'), E.GET[p.dtype], U.offsets(p)
    for i = 1, n do
       local v = get(d, nxt())
       if v == true then v = 1 elseif v == false then v = 0 end

@@ -68,8 +68,13 @@ SET[F16] = function(d, i, v) d[i] = C.tc_f32_to_f16(v) end
 GET[BF16] = function(d, i) return C.tc_bf16_to_f32(d[i]) end
 SET[BF16] = function(d, i, v) d[i] = C.tc_f32_to_bf16(v) end
 
--- Typed pointer to element 0 of a tensor's view (NULL for an empty tensor).
-local function data_ptr(p)
+-- Typed pointer to element 0 of a tensor's view (NULL for an empty tensor). `what` names a
+-- read of the values for graph mode's check (init.lua), which refuses traced values; the
+-- constructors filling tensors they just made pass none.
+local check_read = false
+torch._on_trace_check(function(f) check_read = f end)
+local function data_ptr(p, what)
+   if check_read and what then check_read(p, what) end
    return cast(PTR[p.dtype], C.tc_tensor_data(p))
 end
 
@@ -492,7 +497,10 @@ methods.numel = methods.nElement
 
 function methods.elementSize(t) return ELSIZE[t.p.dtype] end
 
-function methods.storage(t) return torch._storage_of_tensor(t.p) end
+function methods.storage(t)
+   if check_read then check_read(t.p, 'x:storage()') end
+   return torch._storage_of_tensor(t.p)
+end
 
 function methods.storageOffset(t) return tonumber(t.p.offset) + 1 end
 
@@ -702,7 +710,7 @@ end
 -- data([asnumber]): a typed pointer to element 1 (uint16_t* for half types); asnumber: an
 -- intptr_t. Strides still apply: see isContiguous.
 function methods.data(t, asnumber)
-   local d = data_ptr(t.p)
+   local d = data_ptr(t.p, 'x:data()')
    if asnumber then return cast('intptr_t', d) end
    return d
 end

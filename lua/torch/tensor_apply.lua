@@ -91,7 +91,7 @@ function methods.apply(t, fn)
    if n == 0 then return t end
    local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
-   local d, get, set = data_ptr(p), GET[dt], SET[dt]
+   local d, get, set = data_ptr(p, 'x:apply()'), GET[dt], SET[dt]
    if C.tc_tensor_is_contiguous(p) ~= 0 then
       for i = 0, n - 1 do
          local r = fn(get(d, i))
@@ -132,8 +132,8 @@ function methods.map(t, src, fn)
    if n == 0 then return t end
    local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
-   local d, get, set = data_ptr(p), GET[dt], SET[dt]
-   local d2, get2 = data_ptr(q), GET[q.dtype]
+   local d, get, set = data_ptr(p, 'x:map()'), GET[dt], SET[dt]
+   local d2, get2 = data_ptr(q, 'x:map()'), GET[q.dtype]
    local nxt, nxt2 = offsets(p), offsets(q)
    for _ = 1, n do
       local o = nxt()
@@ -157,8 +157,8 @@ function methods.map2(t, a, b, fn)
    if n == 0 then return t end
    local kind, wrote = U.grad_write_kind(p), false
    local dt = p.dtype
-   local d, get, set = data_ptr(p), GET[dt], SET[dt]
-   local d1, get1, d2, get2 = data_ptr(q1), GET[q1.dtype], data_ptr(q2), GET[q2.dtype]
+   local d, get, set = data_ptr(p, 'x:map2()'), GET[dt], SET[dt]
+   local d1, get1, d2, get2 = data_ptr(q1, 'x:map2()'), GET[q1.dtype], data_ptr(q2, 'x:map2()'), GET[q2.dtype]
    local nxt, nxt1, nxt2 = offsets(p), offsets(q1), offsets(q2)
    for _ = 1, n do
       local o = nxt()
@@ -175,7 +175,7 @@ end
 function methods.totable(t)
    local p = t.p
    if p.storage == nil then return {} end
-   local d, get = data_ptr(p), GET[p.dtype]
+   local d, get = data_ptr(p, 'x:totable()'), GET[p.dtype]
    local nd = p.ndim
    if nd == 0 then return get(d, 0) end
    local function rec(k, off)

@@ -66,6 +66,12 @@ local modules = {
    GRU = function() return nn.GRU(4, 3), R(5, 2, 4) end,
    GatedLinearUnit = function() return nn.GatedLinearUnit(2), R(3, 4) end,
    GradientReversal = function() return nn.GradientReversal(0.5), R(3, 4) end,
+   -- registered by require 'nngraph' (lua/nngraph): a residual graph, x + tanh(W x)
+   gModule = function()
+      require 'nngraph'
+      local x = nn.Identity()()
+      return nn.gModule({x}, {nn.CAddTable()({x, nn.Tanh()(nn.Linear(4, 4)(x))})}), R(3, 4)
+   end,
    HardShrink = function() return nn.HardShrink(), R(3, 4) end,
    HardTanh = function() return nn.HardTanh(), R(3, 4) end,
    Identity = function() return nn.Identity(), R(3, 4) end,

@@ -66,7 +66,8 @@ local torch7_criterions = {
 }
 
 -- Torch7 classes that are neither (abstract bases, the trainer)
-local torch7_others = {'Module', 'Container', 'Criterion', 'StochasticGradient'}
+-- (gModule is nngraph's, registered in nn by require 'nngraph')
+local torch7_others = {'Module', 'Container', 'Criterion', 'StochasticGradient', 'gModule'}
 
 -- tocha's additions (layers Torch7's nn lacked, the recurrent base class)
 local tocha_extras = {

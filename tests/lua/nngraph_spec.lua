@@ -1,0 +1,320 @@
+-- tests/lua/nngraph_spec.lua -- nngraph: nodes from module calls, nn.gModule against the
+-- equivalent nn.Sequential / ConcatTable models, float64 finite differences (nn_helper's
+-- checkModule: gradients, accGradParameters scale, getParameters, clone/share, type), several
+-- inputs and outputs, nested tables, Graphviz export, and the construction errors.
+require 'nn'
+require 'nngraph'
+local H = dofile('tests/lua/nn_helper.lua')
+
+local function same(a, b, tol)
+   assert.is_true(H.relErr(a, b) <= (tol or 1e-12),
+                  string.format('max relative error %g', H.relErr(a, b)))
+end
+
+-- copies the parameters of src (a module list) into dst, in order
+local function copy_params(dst, src)
+   local wd, ws = dst:parameters(), src:parameters()
+   assert.equals(#ws, #wd)
+   torch.no_grad(function()
+      for i = 1, #wd do wd[i]:copy(ws[i]) end
+   end)
+end
+
+describe('nngraph nodes', function()
+   it('module() and module(node) make nodes; module(x) still runs the module', function()
+      local x = nn.Identity()()
+      assert.is_true(nngraph.isNode(x))
+      assert.equals(0, #x.data.mapindex)
+      local lin = nn.Linear(3, 2)
+      local h = lin(x)
+      assert.is_true(nngraph.isNode(h))
+      assert.equals(x, h.data.mapindex[1])
+      assert.equals(lin, h.data.module)
+      assert.truthy(h.data.where:find('nngraph_spec.lua:%d+'))
+      -- a tensor argument is a forward call, as without nngraph
+      local t = torch.randn(4, 3)
+      local out = lin(t)
+      assert.is_true(torch.isTensor(out))
+      same(out, torch.addmm(lin.bias:view(1, 2):expand(4, 2), t, lin.weight:t()))
+   end)
+
+   it('a table of nodes makes one node over the table, duplicates kept once', function()
+      local a, b = nn.Identity()(), nn.Identity()()
+      local s = nn.CAddTable()({a, b, a})
+      assert.equals(2, #s.data.mapindex)
+      assert.same({1, 2, 1}, s.data.template)
+   end)
+
+   it('split and annotate', function()
+      local x = nn.Identity()()
+      local p, q = x:split(2)
+      assert.equals('nn.SelectTable', torch.typename(p.data.module))
+      assert.equals(2, q.data.module.index)
+      assert.equals(x, q:annotate{name = 'second', graphAttributes = {color = 'red'}}.data.mapindex[1])
+      assert.equals('second', q.data.annotations.name)
+      local first = nn.Tanh()(x)
+      nngraph.annotateNodes()
+      assert.equals('first', first.data.annotations.name)
+   end)
+
+   it('mixing nodes and tensors in one call is an error at the caller', function()
+      local x = nn.Identity()()
+      local ok, err = pcall(function() return nn.CAddTable()({x, torch.randn(2)}) end)
+      assert.is_false(ok)
+      assert.truthy(err:find('nngraph_spec.lua:%d+: nngraph: nn.CAddTable called on a table mixing 1 node'))
+      ok, err = pcall(function() return nn.Tanh()(x, torch.randn(2)) end)
+      assert.is_false(ok)
+      assert.truthy(err:find('second argument'))
+   end)
+end)
+
+describe('nn.gModule', function()
+   it('equals the equivalent nn.Sequential, forward and backward', function()
+      torch.manualSeed(1)
+      local x = nn.Identity()()
+      local h = nn.Tanh()(nn.Linear(5, 4)(x))
+      local y = nn.Linear(4, 3)(h)
+      local g = nn.gModule({x}, {y}):double()
+      local seq = nn.Sequential():add(nn.Identity()):add(nn.Linear(5, 4)):add(nn.Tanh()):add(nn.Linear(4, 3)):double()
+      copy_params(seq, g)
+      local inp = torch.randn(6, 5)
+      same(g:forward(inp), seq:forward(inp))
+      local go = torch.randn(6, 3)
+      g:zeroGradParameters()
+      seq:zeroGradParameters()
+      same(g:backward(inp, go), seq:backward(inp, go))
+      local _, gg = g:parameters()
+      local _, gs = seq:parameters()
+      for i = 1, #gg do same(gg[i], gs[i]) end
+      -- PyTorch-style call and loss:backward() through the graph
+      local xr = inp:clone():requires_grad_(true)
+      g(xr):sum():backward()
+      same(xr.grad, seq:backward(inp, torch.ones(6, 3)))
+   end)
+
+   it('equals ConcatTable + CAddTable (a node used twice)', function()
+      torch.manualSeed(2)
+      local x = nn.Identity()()
+      local a = nn.Linear(4, 3)(x)
+      local b = nn.Sigmoid()(nn.Linear(4, 3)(x))
+      local g = nn.gModule({x}, {nn.CAddTable()({a, b})}):double()
+      local ct = nn.ConcatTable():add(nn.Linear(4, 3)):add(nn.Sequential():add(nn.Linear(4, 3)):add(nn.Sigmoid()))
+      local ref = nn.Sequential():add(ct):add(nn.CAddTable()):double()
+      copy_params(ref, g)
+      local inp = torch.randn(3, 4)
+      same(g:forward(inp), ref:forward(inp))
+      local go = torch.randn(3, 3)
+      same(g:updateGradInput(inp, go), ref:updateGradInput(inp, go))
+   end)
+
+   it('passes the float64 gradient check and the module contract', function()
+      torch.manualSeed(3)
+      local x = nn.Identity()()
+      local h1 = nn.Tanh()(nn.Linear(4, 5)(x))
+      local h2 = nn.Linear(4, 5)(x)
+      local j = nn.JoinTable(2)({h1, nn.CMulTable()({h1, h2})})
+      local g = nn.gModule({x}, {nn.Linear(10, 2)(j)})
+      H.checkModule(g, torch.randn(3, 4))
+   end)
+
+   it('a residual node (an input depending on the other) gets exact gradients', function()
+      torch.manualSeed(8)
+      local x = nn.Identity()()
+      local f = nn.Tanh()(nn.Linear(3, 3)(x))
+      local r = nn.CAddTable()({x, f})
+      local g = nn.gModule({x}, {nn.CMulTable()({r, f, r})})
+      H.checkModule(g, torch.randn(2, 3))
+   end)
+
+   it('a Torch7 module off the tape (hand-written backward) switches to the node walk', function()
+      -- y = 3x computed without the tape, Torch7 style
+      local Triple, tp = torch.class('nn.TestTripleOffTape', 'nn.Module')
+      function Triple:updateOutput(input)
+         self.output = torch.no_grad(function() return input:clone():mul(3) end)
+         return self.output
+      end
+      function Triple:updateGradInput(input, gradOutput)
+         self.gradInput = gradOutput * 3
+         return self.gradInput
+      end
+      function Triple:accGradParameters() end
+      torch.manualSeed(9)
+      local x = nn.Identity()()
+      local h = nn.Linear(3, 3)(x)
+      local g = nn.gModule({x}, {nn.Tanh()(nn.TestTripleOffTape()(h))})
+      local inp = torch.randn(2, 3)
+      g:double():forward(inp)
+      assert.is_true(g._agChain)
+      H.checkModule(g, inp, {skip = {clone = true, type = true}})
+      assert.is_not_nil(tp)
+   end)
+
+   it('two inputs and two outputs (nested output table), with gradients', function()
+      torch.manualSeed(4)
+      local a, b = nn.Identity()(), nn.Identity()()
+      local s = nn.CAddTable()({nn.Linear(3, 2)(a), nn.Linear(4, 2)(b)})
+      local p = nn.CMulTable()({s, nn.Linear(4, 2)(b)})
+      local g = nn.gModule({a, b}, {s, {p, nn.Tanh()(p)}})
+      local out = g:double():forward({torch.randn(5, 3), torch.randn(5, 4)})
+      assert.is_true(torch.isTensor(out[1]) and torch.isTensor(out[2][1]) and torch.isTensor(out[2][2]))
+      same(out[2][2], torch.tanh(out[2][1]))
+      H.checkModule(g, {torch.randn(5, 3), torch.randn(5, 4)})
+      local ok, err = pcall(function() return g:forward(torch.randn(5, 3)) end)
+      assert.is_false(ok)
+      assert.truthy(err:find('nngraph_spec.lua:%d+: nngraph: nn.gModule: expected a table of 2 inputs, got 5x3'))
+   end)
+
+   it('an input node that is a module (nn.Linear(...)()) and table inputs through split', function()
+      torch.manualSeed(5)
+      local h = nn.Linear(3, 3)()
+      local g1 = nn.gModule({h}, {nn.Tanh()(h)}):double()
+      local inp = torch.randn(2, 3)
+      local lin = g1.modules[1]
+      same(g1:forward(inp), torch.tanh(lin:forward(inp)))
+      -- one input holding a table
+      local t = nn.Identity()()
+      local u, v = t:split(2)
+      local g2 = nn.gModule({t}, {nn.CSubTable()({v, u})})
+      local i2 = {torch.randn(2, 3), torch.randn(2, 3)}
+      same(g2:double():forward(i2), i2[2] - i2[1])
+      H.checkModule(g2, i2)
+   end)
+
+   it('a gModule inside a gModule and inside nn.Sequential', function()
+      torch.manualSeed(6)
+      local x = nn.Identity()()
+      local inner = nn.gModule({x}, {nn.ReLU()(nn.Linear(3, 3)(x))})
+      local y = nn.Identity()()
+      local outer = nn.gModule({y}, {nn.Linear(3, 2)(inner(y))})
+      H.checkModule(nn.Sequential():add(outer):add(nn.Tanh()), torch.randn(4, 3))
+   end)
+
+   it('training/evaluate reach the nodes; clone is deep; __tostring lists the nodes', function()
+      local x = nn.Identity()()
+      local g = nn.gModule({x}, {nn.Dropout(0.5)(nn.Linear(4, 4)(x))})
+      g:evaluate()
+      assert.is_false(g.modules[3].train)
+      local inp = torch.randn(3, 4)
+      same(g:forward(inp), g.modules[2]:forward(inp))
+      g:training()
+      assert.is_true(g.modules[3].train)
+      local c = g:clone()
+      assert.are_not.equal(c.modules[2].weight:storage(), g.modules[2].weight:storage())
+      assert.are.equal(c.modules[2], c.forwardnodes[2].data.module)
+      local s = tostring(g)
+      assert.truthy(s:find('nn.gModule {1 inputs, 1 outputs, 3 nodes', 1, true))
+      assert.truthy(s:find('(2): nn.Linear(4 -> 4) <- (1)', 1, true))
+   end)
+
+   it('graph.dot writes Graphviz text of fg and bg', function()
+      local x = nn.Identity()()
+      local h = nn.Linear(2, 2)(x):annotate{name = 'hidden', graphAttributes = {color = 'red'}}
+      local g = nn.gModule({x}, {nn.Tanh()(h)})
+      local path = os.tmpname()
+      local text = graph.dot(g.fg, 'MLP', path)
+      local f = io.open(path .. '.dot')
+      local written = f:read('*a')
+      f:close()
+      os.remove(path .. '.dot')
+      os.remove(path)
+      assert.equals(text, written)
+      assert.truthy(text:find('^digraph G {'))
+      assert.truthy(text:find('label="MLP"', 1, true))
+      assert.truthy(text:find('n2 [color="red", label="hidden (nn.Linear(2 -> 2))', 1, true))
+      assert.truthy(text:find('n1 -> n2;', 1, true))
+      assert.truthy(text:find('n3 -> output', 1, true))
+      local back = graph.dot(g.bg, 'MLP backward')
+      assert.truthy(back:find('n1 -> n2;', 1, true)) -- reversed order: Tanh first
+      assert.truthy(back:find('output -> n1', 1, true))
+      local ok, err = pcall(graph.dot, {}, 'x')
+      assert.is_false(ok)
+      assert.truthy(err:find('expected a gModule graph'))
+   end)
+
+   it('compiles (model:compile) to the same forward and backward', function()
+      torch.manualSeed(10)
+      local x = nn.Identity()()
+      local h = nn.Tanh()(nn.Linear(4, 3)(x))
+      local g = nn.gModule({x}, {nn.CAddTable()({h, nn.Linear(4, 3)(x)})}):double()
+      local ref = g:clone()
+      local inp, go = torch.randn(2, 4), torch.randn(2, 3)
+      assert.equals(g, g:compile())
+      same(g:forward(inp), ref:forward(inp))
+      g:zeroGradParameters()
+      ref:zeroGradParameters()
+      same(g:backward(inp, go), ref:backward(inp, go))
+      local _, g1 = g:parameters()
+      local _, g2 = ref:parameters()
+      for i = 1, #g1 do same(g1[i], g2[i]) end
+      local graphs = 0
+      for _, e in pairs(g._agJit.fwd.entries) do
+         if e.graph then graphs = graphs + 1 end
+      end
+      assert.equals(1, graphs)
+   end)
+
+   it('survives torch.save / torch.load', function()
+      torch.manualSeed(7)
+      local x = nn.Identity()()
+      local g = nn.gModule({x}, {nn.Tanh()(nn.Linear(3, 2)(x))})
+      local f = torch.MemoryFile()
+      f:writeObject(g)
+      f:seek(1)
+      local r = f:readObject()
+      local inp = torch.randn(2, 3)
+      same(r:forward(inp), g:forward(inp))
+   end)
+end)
+
+describe('nn.gModule errors', function()
+   local function fails(f, pattern)
+      local ok, err = pcall(f)
+      assert.is_false(ok, 'expected an error')
+      assert.truthy(tostring(err):find(pattern), 'message: ' .. tostring(err))
+   end
+
+   it('a cycle', function()
+      local x = nn.Identity()()
+      local a = nn.Linear(2, 2)(x)
+      local b = nn.Tanh()(a)
+      a.data.mapindex[2] = b -- an edge back, as editing the graph by hand could make
+      fails(function() return nn.gModule({x}, {b}) end,
+            'nngraph_spec.lua:%d+: nngraph: nn.gModule: the graph has a cycle: nn.Tanh %(made at [^)]*nngraph_spec.lua:%d+%) %-> nn.Linear%(2 %-> 2%) %(made at [^)]*%) %-> nn.Tanh')
+   end)
+
+   it('an unused input', function()
+      local x, unused = nn.Identity()(), nn.Identity()()
+      fails(function() return nn.gModule({x, unused}, {nn.Tanh()(x)}) end,
+            'nngraph_spec.lua:%d+: nngraph: nn.gModule: input 2, nn.Identity %(made at [^)]*nngraph_spec.lua:%d+%), is not used by any output')
+   end)
+
+   it('a node used before it was defined (a nil argument)', function()
+      local x = nn.Identity()()
+      local later
+      local h = nn.Linear(2, 2)(later) -- `later` is still nil here
+      later = nn.Tanh()(x)
+      fails(function() return nn.gModule({x}, {nn.CAddTable()({h, later})}) end,
+            'nngraph: nn.gModule: nn.Linear%(2 %-> 2%) %(made at [^)]*nngraph_spec.lua:%d+%) has no input and is not one of the 1 inputs %(a module called with nil')
+   end)
+
+   it('bad inputs/outputs, shared module instances, backward before forward', function()
+      local x = nn.Identity()()
+      local h = nn.Tanh()(x)
+      fails(function() return nn.gModule({x}, {h, 3}) end, 'outputs%[2%] is number, expected a node')
+      fails(function() return nn.gModule({h}, {h}) end, 'input 1, nn.Tanh .* is computed from other nodes')
+      fails(function() return nn.gModule({x, x}, {h}) end, 'input 2 is the same node as input 1')
+      fails(function() return nn.gModule() end, 'expected two tables of nodes')
+      local lin = nn.Linear(2, 2)
+      local twice = lin(lin(x))
+      fails(function() return nn.gModule({x}, {twice}) end, 'the same nn.Linear instance is used by two nodes')
+      local g = nn.gModule({x}, {h})
+      fails(function() return g:backward(torch.randn(2), torch.randn(2)) end, 'backward called before forward')
+   end)
+
+   it('a failing module names its node and the user line', function()
+      local x = nn.Identity()()
+      local g = nn.gModule({x}, {nn.Linear(3, 2)(x)})
+      fails(function() return g:forward(torch.randn(4, 5)) end,
+            'nngraph_spec.lua:%d+: nngraph: nn.gModule: in node 2, nn.Linear%(3 %-> 2%) %(made at [^)]*nngraph_spec.lua:%d+%):')
+   end)
+end)
