@@ -35,6 +35,10 @@ local workloads = {
     a = 'dispatch.lua outofplace', b = 'dispatch.py outofplace', target = 'ratio <= 0.30'},
    {name = '8-op elementwise chain, 16M floats', unit = 'GB/s', lower = false,
     a = 'ewchain.lua', b = 'ewchain.py', target = 'ratio >= 1 (eager)'},
+   {name = '8-op elementwise chain, 16M floats, compiled vs PyTorch eager', unit = 'GB/s', lower = false,
+    a = 'ewchain.lua compiled', b = 'ewchain.py', target = 'ratio >= 3'},
+   {name = '8-op elementwise chain, 16M floats, compiled vs TorchScript', unit = 'GB/s', lower = false,
+    a = 'ewchain.lua compiled', b = 'ewchain.py torchscript', target = '-'},
    {name = 'sgemm 2048x2048 vs PyTorch', unit = 'GFLOP/s', lower = false,
     a = 'gemm.lua 2048', b = 'gemm.py 2048', benv = 'BENCH_BLAS_THREADS=' .. threads .. ' ', target = '-'},
    {name = 'sgemm 2048x2048 vs OpenBLAS itself', unit = 'GFLOP/s', lower = false,
@@ -53,6 +57,25 @@ for _, t in ipairs({
       a = 'train.lua ' .. t[1], b = 'train.py ' .. t[1], target = t[3],
       extra = {{name = 'peak memory: ' .. t[2], unit = 'MB (max RSS)', index = 2, target = 'ratio <= 1.0'},
                {name = 'memory added by training: ' .. t[2], unit = 'MB (max RSS - start)', index = 3, target = '-'}}}
+end
+-- Compiled training steps (tocha.jit.step: the whole step as one graph), against PyTorch
+-- eager (the issue's targets) and against TorchScript (the model and loss scripted; the
+-- backward pass and the optimizer stay eager there: PyTorch 1.13 cannot compile them).
+for _, t in ipairs({
+   {'tiny_mlp', 'tiny MLP 10-32-1, batch 8, SGD', 'ratio <= 0.1'},
+   {'mlp', 'MLP 784-512-512-10, batch 128, SGD+momentum', 'ratio <= 1.0'},
+   {'lenet', 'LeNet-5 1x28x28, batch 64, Adam', 'ratio <= 1.0'},
+   {'lstm_lm', 'LSTM LM 2x256, seq 64, batch 32, Adam', 'ratio <= 1.0'},
+}) do
+   workloads[#workloads + 1] = {name = 'compiled train step vs PyTorch eager: ' .. t[2], unit = 'ms/step',
+      lower = true, a = 'train.lua ' .. t[1] .. ' compiled', b = 'train.py ' .. t[1], target = t[3],
+      extra = {{name = 'compiled peak memory vs PyTorch eager: ' .. t[2], unit = 'MB (max RSS)', index = 2,
+                target = 'ratio <= 0.7'},
+               {name = 'compiled memory added by training vs PyTorch eager: ' .. t[2],
+                unit = 'MB (max RSS - start)', index = 3, target = 'ratio <= 0.7'}}}
+   workloads[#workloads + 1] = {name = 'compiled train step vs TorchScript: ' .. t[2], unit = 'ms/step',
+      lower = true, a = 'train.lua ' .. t[1] .. ' compiled', b = 'train.py ' .. t[1] .. ' torchscript',
+      target = '-'}
 end
 if os.getenv('BENCH_ONLY') then -- e.g. BENCH_ONLY=train: only workloads whose name matches
    local keep = {}
@@ -130,6 +153,7 @@ local lines = {
    '- OpenBLAS kernels: ' .. (coretype ~= '' and coretype .. ' (OPENBLAS_CORETYPE, set by tocha and given to every peer: OpenBLAS 0.3.21 misdetects this CPU)' or 'as OpenBLAS detected them'),
    '- threads: ' .. threads .. ' for tocha (its thread pool, which also splits large matrix products; OpenBLAS itself runs single-threaded inside it) and for PyTorch (torch.set_num_threads; OPENBLAS_NUM_THREADS=1 as shared/BENCHMARKS.md advises for Debian\'s build, except ' .. threads .. ' for the gemm rows, its best setting there)',
    '- training steps: the same PyTorch-style eager loop on both sides (forward, loss, zero_grad, backward, optimizer step; bench/tocha/train.lua, bench/pytorch/train.py), float32, random data; median ms per step after warm-up steps',
+   '- compiled training steps: tocha.jit.step runs the whole step (zero_grad, forward, loss, backward, optimizer update) as one graph; its peers are PyTorch eager and TorchScript (the model and loss through torch.jit.script, backward and optimizer eager: freeze applies only to inference modules)',
    '- peak memory: the whole process\'s max RSS (getrusage), so PyTorch\'s includes its library\'s own footprint (about 227 MB once imported); the second memory row subtracts each process\'s max RSS measured just before the model is built, which leaves what training itself added',
    '- tocha: LuaJIT ' .. shell('luajit -v | cut -d" " -f2') .. ', OpenBLAS ' ..
       shell("dpkg-query -W -f='${Version}' libopenblas0-pthread"),

@@ -1,11 +1,14 @@
-"""ewchain.py -- the same 8-op elementwise chain on 16M floats in PyTorch eager (GB/s)."""
+"""ewchain.py -- the same 8-op elementwise chain on 16M floats in PyTorch eager (GB/s);
+`ewchain.py torchscript`: the chain through torch.jit.script."""
+import sys
+
 from common import torch, now
 
 n = 16 * 1024 * 1024
 x = torch.empty(n).uniform_(0.1, 1)
 
 
-def chain():
+def chain_of(x):
     z = x * 1.5
     z = z + 0.5
     z = z.abs()
@@ -15,6 +18,17 @@ def chain():
     z = z.tanh()
     z = z.exp()
     return z
+
+
+def chain():
+    return chain_of(x)
+
+
+if len(sys.argv) > 1 and sys.argv[1] == 'torchscript':
+    scripted = torch.jit.script(chain_of)
+
+    def chain():
+        return scripted(x)
 
 
 nbytes = (7 * 2 + 3) * n * 4

@@ -1,6 +1,13 @@
-"""train.py WORKLOAD -- the PyTorch side of bench/tocha/train.lua: the same training step
-(forward, loss, backward, optimizer step) on the same sizes. Prints "ms_per_step peak_rss_mb
-start_rss_mb" (start: the max RSS just before the model is built)."""
+"""train.py WORKLOAD [torchscript] -- the PyTorch side of bench/tocha/train.lua: the same
+training step (forward, loss, backward, optimizer step) on the same sizes. Prints
+"ms_per_step peak_rss_mb start_rss_mb" (start: the max RSS just before the model is built).
+
+torchscript: the peer of tocha's compiled step (tocha.jit.step). The model becomes a
+TorchScript module (torch.jit.script, or torch.jit.trace where scripting fails) and the
+rest of the step stays as in eager mode: PyTorch 1.13 has no way to compile the backward
+pass and the optimizer into the graph, and torch.jit.freeze, which folds the parameters
+in as constants, applies only to inference modules (a frozen module has no parameters to
+train), so it cannot be used here."""
 import resource
 import sys
 from common import torch, now
@@ -9,6 +16,9 @@ nn = torch.nn
 torch.manual_seed(0)
 start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 workload = sys.argv[1] if len(sys.argv) > 1 else 'tiny_mlp'
+mode = sys.argv[2] if len(sys.argv) > 2 else 'eager'
+if mode not in ('eager', 'torchscript'):
+    raise SystemExit('unknown mode ' + mode)
 
 
 class LeNet(nn.Module):
@@ -66,8 +76,35 @@ else:
     raise SystemExit('unknown workload ' + workload)
 
 
+
+class WithLoss(nn.Module):
+    """The model and its loss as one module, so that TorchScript sees the loss too."""
+
+    def __init__(self, model, criterion):
+        super().__init__()
+        self.model, self.criterion = model, criterion
+
+    def forward(self, x, y):
+        return self.criterion(self.model(x), y)
+
+
+if mode == 'torchscript':
+    net = WithLoss(model, criterion)
+    try:
+        net = torch.jit.script(net)
+    except Exception:  # noqa: BLE001 -- scripting rejects some modules; tracing takes them
+        net = torch.jit.trace(net, (x, y))
+    net.train()
+
+    def loss_of(x, y):
+        return net(x, y)
+else:
+    def loss_of(x, y):
+        return criterion(model(x), y)
+
+
 def step():
-    loss = criterion(model(x), y)
+    loss = loss_of(x, y)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()

@@ -1,8 +1,10 @@
--- train.lua WORKLOAD -- one training workload (shared/BENCHMARKS.md), PyTorch-style eager
--- steps: forward, loss, backward, optimizer step. Prints "ms_per_step peak_rss_mb
--- start_rss_mb" (start: the max RSS just before the model is built).
+-- train.lua WORKLOAD [compiled] -- one training workload (shared/BENCHMARKS.md),
+-- PyTorch-style steps: forward, loss, backward, optimizer step. Prints "ms_per_step
+-- peak_rss_mb start_rss_mb" (start: the max RSS just before the model is built).
 -- WORKLOAD: tiny_mlp | mlp | lenet | lstm_lm. bench/pytorch/train.py is the same on the
 -- PyTorch side (same sizes, optimizer and step counts).
+-- compiled: the whole step (zero_grad, forward, loss, backward, update) runs as one graph
+-- made by tocha.jit.step; the warm-up steps include its eager first step and the trace.
 local common = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/common.lua')
 local torch = common.setup()
 require 'nn'
@@ -22,6 +24,8 @@ end
 local start_rss = max_rss_mb()
 
 local workload = arg[1] or 'tiny_mlp'
+local mode = arg[2] or 'eager'
+if mode ~= 'eager' and mode ~= 'compiled' then error('unknown mode ' .. mode) end
 local model, criterion, x, y, optimizer, steps
 
 if workload == 'tiny_mlp' then
@@ -56,12 +60,18 @@ else
    error('unknown workload ' .. workload)
 end
 
-local function step()
-   local loss = criterion(model(x), y)
-   optimizer:zero_grad()
-   loss:backward()
-   optimizer:step()
-   return loss
+local step
+if mode == 'compiled' then
+   local compiled = require('tocha').jit.step(model, criterion, optimizer)
+   step = function() return compiled(x, y) end
+else
+   step = function()
+      local loss = criterion(model(x), y)
+      optimizer:zero_grad()
+      loss:backward()
+      optimizer:step()
+      return loss
+   end
 end
 
 for _ = 1, math.max(3, math.floor(steps / 10)) do step() end

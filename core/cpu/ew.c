@@ -111,9 +111,25 @@ static inline double tc_tanh_libm(double x) { return (tanh)(x); }
         }                                                                                   \
     }
 
-/* T is a typedef inside each loop because the formulas in ops.def name it. */
+/* T is a typedef inside each loop because the formulas in ops.def name it. Float loops
+ * are also compiled for AVX2 and picked at load time (the build targets baseline x86-64):
+ * the branch-free exp/tanh of scalar_math.h then run 8 lanes wide. Results are the same
+ * bits (IEEE operations, no FMA contraction under -std=c11). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define EW_WIDE_f32 __attribute__((target_clones("avx2", "default")))
+#define EW_WIDE_f64 __attribute__((target_clones("avx2", "default")))
+#else
+#define EW_WIDE_f32
+#define EW_WIDE_f64
+#endif
+#define EW_WIDE_u8
+#define EW_WIDE_i8
+#define EW_WIDE_i16
+#define EW_WIDE_i32
+#define EW_WIDE_i64
+#define EW_WIDE_b8
 #define EW_DEF(ID, sfx, TY, ar, fl, EXPR)                                                   \
-    static void ew_##ID##_##sfx(char **pp, const int64_t *st, int64_t n, double s0, double s1) \
+    EW_WIDE_##sfx static void ew_##ID##_##sfx(char **pp, const int64_t *st, int64_t n, double s0, double s1) \
     {                                                                                       \
         typedef TY T;                                                                       \
         EW_BODY_##ar(T, fl, EXPR)                                                           \

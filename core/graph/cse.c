@@ -140,18 +140,6 @@ static bool same_node(const tc_graph *g, const tc_gnode *a, const tc_gnode *b)
     return true;
 }
 
-/* Re-derives vals[].view_of after inputs were redirected: a view of a merged or replaced
- * value views the survivor's buffer (memory planning must see that buffer as read). */
-static void fix_view_roots(tc_graph *g)
-{
-    for (int n = 0; n < g->nnodes; n++) {
-        const tc_gnode *nd = &g->nodes[n];
-        if ((nd->flags & TC_GN_DEAD) || nd->op < 0 || nd->op >= TC_OP_COUNT || nd->nin < 1 || nd->in[0] < 0) continue;
-        if (tc_op_info((tc_op)nd->op)->kind != TC_KIND_VIEW) continue;
-        int32_t base = nd->in[0];
-        g->vals[nd->out[0]].view_of = g->vals[base].view_of >= 0 ? g->vals[base].view_of : base;
-    }
-}
 
 /* ---- the pass ------------------------------------------------------------------------------- */
 
@@ -226,7 +214,7 @@ tc_status tc_pass_cse(tc_graph *g)
     for (int i = 0; i < g->noutputs; i++) g->outputs[i] = rep[g->outputs[i]];
     for (int i = 0; i < g->nwb; i++) g->wb_val[i] = rep[g->wb_val[i]];
     /* merged constants are now unread: compaction drops (and releases) them */
-    fix_view_roots(g);
+    tc_graph_fix_view_roots(g); /* views of merged or replaced values */
     if (merged_nodes || merged_consts) s = tc_graph_compact(g);
     if (s == TC_OK) {
         tc_gpass_stat st = {.pass = "cse", .nodes_before = before, .nodes_after = tc_graph_live_nodes(g)};

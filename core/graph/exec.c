@@ -72,6 +72,8 @@ typedef struct plan {
     step *steps;
     int32_t nsteps;
     int32_t *fresh, nfresh; /* values allocated per run */
+    tc_storage **recycle;   /* per fresh value: the storage it had last run, reused when the
+                               caller has let go of it (no page faults for big results) */
     int32_t *dyn, ndyn;     /* view headers whose storage is borrowed per run */
     int32_t *ctl, nctl;     /* control results: released after the run */
     int32_t *ext, next;     /* captured tensors: checked per run */
@@ -101,6 +103,9 @@ void tc_graph_exec_free(tc_graph *g)
     for (int32_t i = 0; i < pl->nsteps; i++) free(pl->steps[i].in);
     for (int32_t i = 0; i < pl->nwb; i++) tc_tensor_release(pl->wb[i].snap);
     tc_storage_release(pl->arena);
+    if (pl->recycle)
+        for (int32_t i = 0; i < pl->nfresh; i++) tc_storage_release(pl->recycle[i]);
+    free(pl->recycle);
     free(pl->rt), free(pl->own), free(pl->bind), free(pl->steps), free(pl->fresh), free(pl->dyn), free(pl->ctl);
     free(pl->ext), free(pl->wb), free(pl->direct_ext), free(pl->ext_stor), free(pl->ext_off), free(pl->outs);
     free(pl);
@@ -238,6 +243,7 @@ static tc_status prepare(tc_graph *g, plan *pl)
     pl->bind = malloc((size_t)nv + 1);
     pl->steps = calloc((size_t)nn + (size_t)g->ngroups + 1, sizeof *pl->steps);
     pl->fresh = malloc(sizeof(int32_t) * (size_t)(nv + 1));
+    pl->recycle = calloc((size_t)(nv + 1), sizeof(tc_storage *));
     pl->dyn = malloc(sizeof(int32_t) * (size_t)(nv + 1));
     pl->ctl = malloc(sizeof(int32_t) * (size_t)(nv + 1));
     pl->ext = malloc(sizeof(int32_t) * (size_t)(nv + 1));
@@ -246,7 +252,7 @@ static tc_status prepare(tc_graph *g, plan *pl)
     pl->ext_stor = calloc((size_t)nv + 1, sizeof *pl->ext_stor); /* NULL: checked at the first run */
     pl->ext_off = calloc((size_t)nv + 1, sizeof *pl->ext_off);
     pl->outs = calloc((size_t)g->noutputs + 1, sizeof *pl->outs);
-    if (!pl->rt || !pl->own || !pl->bind || !pl->steps || !pl->fresh || !pl->dyn || !pl->ctl || !pl->ext || !pl->wb ||
+    if (!pl->rt || !pl->own || !pl->bind || !pl->steps || !pl->fresh || !pl->recycle || !pl->dyn || !pl->ctl || !pl->ext || !pl->wb ||
         !pl->direct_ext || !pl->ext_stor || !pl->ext_off || !pl->outs)
         return tc_set_error(TC_ERR_MEMORY, "graph: out of memory preparing the run");
     memcpy(pl->bind, a->bind, (size_t)nv);
@@ -335,7 +341,7 @@ tc_status tc_graph_exec_prepare(tc_graph *g)
 {
     if (!g) return tc_set_error(TC_ERR_ARG, "graph: NULL graph");
     tc_graph_exec_free(g);
-    tc_gplan_refresh_views(g);
+    tc_graph_fix_view_roots(g);
     tc_gplan_info a;
     TRY(tc_gplan_analyse(g, &a));
     plan *pl = calloc(1, sizeof *pl);
@@ -579,6 +585,36 @@ static tc_status make_output(const plan *pl, const outstep *o, const tc_tensor *
     }
 }
 
+/* A fresh result of the last run whose storage nobody else holds any more (the caller
+ * freed it) is reused: a big result then costs no new pages (no page faults, no zeroing). */
+static tc_status alloc_result(const tc_graph *g, plan *pl, int32_t i)
+{
+    const tc_gval *x = &g->vals[pl->fresh[i]];
+    tc_tensor **slot = &pl->rt[pl->fresh[i]];
+    tc_storage *old = pl->recycle[i];
+    int64_t bytes = tc_numel_of(x->ndim, x->size) * tc_elsize(x->dtype);
+    if (old && __atomic_load_n(&old->refcount, __ATOMIC_ACQUIRE) == 1 && old->nbytes >= bytes && bytes > 0) {
+        int64_t strides[TC_MAX_DIMS];
+        tc_contiguous_strides(x->ndim, x->size, strides);
+        if (tc_tensor_new_view(old, (tc_dtype)x->dtype, 0, x->ndim, x->size, strides, slot) == TC_OK) return TC_OK;
+        tc_clear_error();
+    }
+    tc_status st = tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, slot);
+    if (st) st = tc_set_error(st, "graph run: out of memory for result %%%d", pl->fresh[i]);
+    return st;
+}
+
+static void keep_for_reuse(plan *pl)
+{
+    for (int32_t i = 0; i < pl->nfresh; i++) {
+        tc_tensor *t = pl->rt[pl->fresh[i]];
+        if (!t || !t->storage || t->storage == pl->recycle[i]) continue;
+        tc_storage_release(pl->recycle[i]);
+        tc_storage_retain(t->storage);
+        pl->recycle[i] = t->storage;
+    }
+}
+
 static tc_status write_back(plan *pl)
 {
     for (int32_t i = 0; i < pl->nwb; i++) { /* sources that may read a target: copied aside first */
@@ -622,11 +658,7 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
         return tc_set_error(TC_ERR_ARG, "graph run: this graph is already running (one run at a time per graph)");
     tc_status st = check_captures(g, pl, inputs);
     for (int i = 0; i < nin && st == TC_OK; i++) pl->rt[g->inputs[i]] = (tc_tensor *)inputs[i];
-    for (int32_t i = 0; i < pl->nfresh && st == TC_OK; i++) {
-        const tc_gval *x = &g->vals[pl->fresh[i]];
-        st = tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, &pl->rt[pl->fresh[i]]);
-        if (st) st = tc_set_error(st, "graph run: out of memory for result %%%d", pl->fresh[i]);
-    }
+    for (int32_t i = 0; i < pl->nfresh && st == TC_OK; i++) st = alloc_result(g, pl, i);
     int grad = tc_set_grad_enabled(0);
     if (st == TC_OK) st = run_steps(g, pl);
     tc_set_grad_enabled(grad);
@@ -640,6 +672,7 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
         nmade++; /* a failed one is NULL or released below */
     }
     if (st == TC_OK) st = write_back(pl);
+    if (st == TC_OK) keep_for_reuse(pl);
     if (st == TC_OK) memcpy(outputs, made, sizeof *made * (size_t)nout);
     else if (made)
         for (int i = 0; i < nmade; i++) tc_tensor_release(made[i]);

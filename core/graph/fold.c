@@ -87,18 +87,6 @@ static tc_status eval_node(const tc_graph *g, const tc_gnode *nd, const tc_tenso
     return s;
 }
 
-/* Re-derives vals[].view_of after inputs were redirected: a view of a merged or replaced
- * value views the survivor's buffer (memory planning must see that buffer as read). */
-static void fix_view_roots(tc_graph *g)
-{
-    for (int n = 0; n < g->nnodes; n++) {
-        const tc_gnode *nd = &g->nodes[n];
-        if ((nd->flags & TC_GN_DEAD) || nd->op < 0 || nd->op >= TC_OP_COUNT || nd->nin < 1 || nd->in[0] < 0) continue;
-        if (tc_op_info((tc_op)nd->op)->kind != TC_KIND_VIEW) continue;
-        int32_t base = nd->in[0];
-        g->vals[nd->out[0]].view_of = g->vals[base].view_of >= 0 ? g->vals[base].view_of : base;
-    }
-}
 
 tc_status tc_pass_fold(tc_graph *g)
 {
@@ -183,7 +171,7 @@ tc_status tc_pass_fold(tc_graph *g)
         if (g->outputs[i] < nv0) g->outputs[i] = rep[g->outputs[i]];
     for (int i = 0; i < g->nwb; i++)
         if (g->wb_val[i] < nv0) g->wb_val[i] = rep[g->wb_val[i]];
-    fix_view_roots(g);
+    tc_graph_fix_view_roots(g); /* views of merged or replaced values */
     tc_status err = s;
     s = folded ? tc_graph_compact(g) : TC_OK;
     if (err) s = err;

@@ -226,6 +226,19 @@ void tc_graph_replace_uses(tc_graph *g, int32_t old_val, int32_t new_val)
         if (g->wb_val[i] == old_val) g->wb_val[i] = new_val;
 }
 
+void tc_graph_fix_view_roots(tc_graph *g)
+{
+    for (int32_t v = 0; v < g->nvals; v++) g->vals[v].view_of = -1;
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const tc_gnode *nd = &g->nodes[n];
+        if ((nd->flags & TC_GN_DEAD) || nd->op < 0 || nd->op >= TC_OP_COUNT || nd->nin < 1 || nd->in[0] < 0 ||
+            nd->out[0] < 0 || tc_op_info((tc_op)nd->op)->kind != TC_KIND_VIEW)
+            continue;
+        int32_t base = nd->in[0];
+        g->vals[nd->out[0]].view_of = g->vals[base].view_of >= 0 ? g->vals[base].view_of : base;
+    }
+}
+
 void tc_graph_count_uses(tc_graph *g)
 {
     for (int v = 0; v < g->nvals; v++) g->vals[v].nuses = 0;
@@ -287,12 +300,7 @@ tc_status tc_graph_compact(tc_graph *g)
     for (int i = 0; i < g->nwb; i++) g->wb_ext[i] = vmap[g->wb_ext[i]], g->wb_val[i] = vmap[g->wb_val[i]];
     g->ngroups = 0;
     free(vmap), free(nmap);
-    /* view roots: a pass may have redirected a view's input, so derive them again */
-    for (int n = 0; n < g->nnodes; n++) {
-        const tc_gnode *nd = &g->nodes[n];
-        if (nd->op < TC_OP_COUNT && tc_op_info((tc_op)nd->op)->kind == TC_KIND_VIEW && nd->nin > 0 && nd->in[0] >= 0)
-            g->vals[nd->out[0]].view_of = g->vals[nd->in[0]].view_of >= 0 ? g->vals[nd->in[0]].view_of : nd->in[0];
-    }
+    tc_graph_fix_view_roots(g); /* a pass may have redirected a view's input */
     tc_graph_count_uses(g);
     for (int v = 0; v < g->nvals; v++)
         if (g->vals[v].kind == TC_GV_OP && g->vals[v].producer < 0)

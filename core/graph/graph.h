@@ -140,6 +140,9 @@ tc_status tc_graph_add_writeback(tc_graph *g, int32_t ext_val, int32_t val);
 
 /* Every read of old (node inputs, outputs, write-backs) reads new instead. */
 void tc_graph_replace_uses(tc_graph *g, int32_t old_val, int32_t new_val);
+/* Re-derives vals[].view_of from the live view nodes (in order, so a view of a view gets
+ * the root): needed after a pass redirected a view's input. */
+void tc_graph_fix_view_roots(tc_graph *g);
 /* Fills vals[].nuses. */
 void tc_graph_count_uses(tc_graph *g);
 /* Drops dead nodes and values nothing produces or reads (inputs and externals kept),

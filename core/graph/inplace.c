@@ -257,7 +257,7 @@ static tc_status nodes_in_place(tc_graph *g, int *count)
 
 tc_status tc_pass_inplace(tc_graph *g)
 {
-    tc_gplan_refresh_views(g);
+    tc_graph_fix_view_roots(g);
     int copies = collapse_copies(g), wbs = 0, nodes = 0;
     TRY(writebacks_in_place(g, &wbs));
     TRY(nodes_in_place(g, &nodes));

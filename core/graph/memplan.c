@@ -49,20 +49,6 @@ static int32_t group_of_root(const tc_graph *g, const tc_gplan_info *a, int32_t 
     return r->kind == TC_GV_OP && r->producer >= 0 ? g->nodes[r->producer].group : -1;
 }
 
-void tc_gplan_refresh_views(tc_graph *g)
-{
-    for (int32_t v = 0; v < g->nvals; v++)
-        if (g->vals[v].kind != TC_GV_OP) g->vals[v].view_of = -1;
-    for (int32_t n = 0; n < g->nnodes; n++) { /* in order: a view's base is settled before it */
-        const tc_gnode *nd = &g->nodes[n];
-        bool view = is_view_node(nd) && nd->nin > 0 && nd->in[0] >= 0;
-        for (int32_t o = 0; o < nd->nout; o++) {
-            if (nd->out[o] < 0) continue;
-            int32_t base = view && o == 0 ? nd->in[0] : -1;
-            g->vals[nd->out[o]].view_of = base < 0 ? -1 : g->vals[base].view_of >= 0 ? g->vals[base].view_of : base;
-        }
-    }
-}
 
 tc_status tc_gplan_analyse(const tc_graph *g, tc_gplan_info *a)
 {
@@ -249,7 +235,7 @@ static bool inplace_valid(const tc_graph *g, const tc_gplan_info *a, int32_t n)
 
 tc_status tc_pass_memplan(tc_graph *g)
 {
-    tc_gplan_refresh_views(g);
+    tc_graph_fix_view_roots(g);
     tc_gplan_info a;
     TRY(tc_gplan_analyse(g, &a));
     int32_t nn = g->nnodes, nv = g->nvals;

@@ -48,9 +48,6 @@ typedef struct tc_gplan_info {
     int32_t *glast; /* per group: index of its last member */
 } tc_gplan_info;
 
-/* Re-derives vals[].view_of from the view nodes as they are now (a pass that redirects a
- * view's input leaves it stale); every stage here calls it before the analysis. */
-void tc_gplan_refresh_views(tc_graph *g);
 
 /* Fills a (arrays malloc'ed; release with tc_gplan_info_free) from g as it is now. Checks
  * that every value is produced before it is read and that a fused group's values read

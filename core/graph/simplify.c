@@ -95,23 +95,6 @@ static int wrap(int64_t d, int ndim)
 
 /* ---- what is known about values --------------------------------------------------------- */
 
-static double elem_at(int dt, const char *p)
-{
-    switch (dt) {
-    case TC_F32: return *(const float *)p;
-    case TC_F64: return *(const double *)p;
-    case TC_F16: return tc_f16_to_f32(*(const uint16_t *)p);
-    case TC_BF16: return tc_bf16_to_f32(*(const uint16_t *)p);
-    case TC_U8: return *(const uint8_t *)p;
-    case TC_I8: return *(const int8_t *)p;
-    case TC_I16: return *(const int16_t *)p;
-    case TC_I32: return *(const int32_t *)p;
-    case TC_I64: return (double)*(const int64_t *)p;
-    case TC_BOOL: return *(const bool *)p;
-    default: return NAN;
-    }
-}
-
 /* 0 when every element of t is zero (either sign), 1 when every one is one, else -1. */
 static int tensor_uniform(const tc_tensor *t)
 {
@@ -119,10 +102,10 @@ static int tensor_uniform(const tc_tensor *t)
     if (n <= 0 || !t->storage || t->storage->device != TC_CPU) return -1;
     const char *base = tc_base(t);
     int64_t el = tc_elsize(t->dtype), idx[TC_MAX_DIMS] = {0}, off = 0;
-    double first = elem_at(t->dtype, base);
+    double first = tc_load_as_double(t->dtype, base);
     if (first != 0 && first != 1) return -1;
     for (int64_t k = 0; k < n; k++) {
-        if (elem_at(t->dtype, base + off * el) != first) return -1;
+        if (tc_load_as_double(t->dtype, base + off * el) != first) return -1;
         for (int d = t->ndim - 1; d >= 0; d--) { /* next index, row-major */
             off += t->stride[d];
             if (++idx[d] < t->size[d]) break;
@@ -336,18 +319,6 @@ static void structural(sctx *c, tc_gnode *nd)
     }
 }
 
-/* Re-derives vals[].view_of after inputs were redirected: a view of a merged or replaced
- * value views the survivor's buffer (memory planning must see that buffer as read). */
-static void fix_view_roots(tc_graph *g)
-{
-    for (int n = 0; n < g->nnodes; n++) {
-        const tc_gnode *nd = &g->nodes[n];
-        if ((nd->flags & TC_GN_DEAD) || nd->op < 0 || nd->op >= TC_OP_COUNT || nd->nin < 1 || nd->in[0] < 0) continue;
-        if (tc_op_info((tc_op)nd->op)->kind != TC_KIND_VIEW) continue;
-        int32_t base = nd->in[0];
-        g->vals[nd->out[0]].view_of = g->vals[base].view_of >= 0 ? g->vals[base].view_of : base;
-    }
-}
 
 /* ---- the pass ----------------------------------------------------------------------------- */
 
@@ -429,7 +400,7 @@ tc_status tc_pass_simplify(tc_graph *g)
     int changed = 0;
     for (int r = 0; r < R_COUNT; r++) changed += c.count[r];
     int dropped = drop_orphans(g, uses_before, c.nv0);
-    fix_view_roots(g);
+    tc_graph_fix_view_roots(g); /* views of merged or replaced values */
     tc_status err = s;
     s = changed || dropped ? tc_graph_compact(g) : TC_OK;
     if (err) s = err;

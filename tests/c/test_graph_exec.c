@@ -565,3 +565,32 @@ TEST(graph_exec_failed_run_leaves_captured_tensors)
     tc_graph_free(g);
     ct_drop();
 }
+
+/* A result the caller has released is reused by the next run (same memory, right values);
+ * one the caller still holds is never overwritten. */
+TEST(graph_exec_reuses_released_results_only)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int64_t n[1] = {1000};
+    int32_t x, y;
+    CHECK_OK(tc_graph_add_input(g, TC_F32, 1, n, &x));
+    CHECK_OK(tc_graph_add_op(g, TC_OP_TANH, &x, 1, NULL, &y));
+    CHECK_OK(tc_graph_mark_output(g, y));
+    CHECK_OK(tc_graph_compile(g, TC_PASS_ALL));
+    tc_tensor *a = ct_arange(TC_F32, 1, n), *r1 = NULL, *r2 = NULL, *r3 = NULL;
+    const tc_tensor *in[1] = {a};
+    CHECK_OK(tc_graph_run(g, in, 1, &r1, 1));
+    CHECK_OK(tc_graph_run(g, in, 1, &r2, 1));
+    CHECK(r1->storage != r2->storage); /* r1 still held: not reused */
+    double first = ct_at(r1, 3);
+    CHECK_NEAR(first, tanh(3.0), 1e-6);
+    void *mem = r2->storage->data;
+    tc_tensor_release(r2);
+    CHECK_OK(tc_graph_run(g, in, 1, &r3, 1));
+    CHECK(r3->storage->data == mem); /* released: reused */
+    CHECK_NEAR(ct_at(r3, 7), tanh(7.0), 1e-6);
+    CHECK_NEAR(ct_at(r1, 3), first, 0);
+    tc_tensor_release(r1), tc_tensor_release(r3), tc_tensor_release(a);
+    tc_graph_free(g);
+}
