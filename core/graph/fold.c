@@ -5,7 +5,7 @@
  * Never folded: random nodes (they draw at run time, in order, like eager), control-flow
  * nodes, anything reading an INPUT or EXTERNAL value (externals are read by reference and
  * change between runs: parameters, optimizer state), and results above 16 MB (a constant
- * lives as long as the graph; the report notes how many were left).
+ * lives as long as the graph; the report notes how many were left), and fills above 64 KB.
  *
  * View nodes of constants fold into contiguous copies, except views that would grow the
  * data (expand, overlapping unfold, as_strided): those stay cheap headers at run time.
@@ -19,6 +19,11 @@
 #include <stdlib.h>
 
 #define FOLD_MAX_BYTES ((int64_t)16 << 20)
+/* A fill costs as much to run as its constant costs to read, and a constant holds memory
+ * as long as the graph: fills above this stay nodes (the arena reuses their buffers;
+ * simplify still sees them as zeros / ones). Autograd's zero blocks (the gradient of each
+ * slice of a sequence) would otherwise pile up as constants. */
+#define FOLD_MAX_FILL_BYTES ((int64_t)64 << 10)
 
 static bool foldable(const tc_gnode *nd)
 {
@@ -130,7 +135,7 @@ tc_status tc_pass_fold(tc_graph *g)
         for (int o = 0; o < nd->nout; o++) bytes += tc_graph_val_bytes(g, nd->out[o]);
         const tc_gval *y = &g->vals[nd->out[0]];
         if (is_view(nd) && (strided[nd->out[0]] || tc_numel_of(y->ndim, y->size) > in_elems)) continue;
-        if (bytes > FOLD_MAX_BYTES) {
+        if (bytes > FOLD_MAX_BYTES || (nd->op == TC_OP_FILL && nd->nin == 0 && bytes > FOLD_MAX_FILL_BYTES)) {
             too_big++;
             continue;
         }
@@ -178,7 +183,7 @@ tc_status tc_pass_fold(tc_graph *g)
     if (s == TC_OK) {
         tc_gpass_stat st = {.pass = "fold", .nodes_before = before, .nodes_after = tc_graph_live_nodes(g)};
         int k = 0;
-        if (too_big) k += snprintf(st.note, sizeof st.note, "%d left (over 16 MB)", too_big);
+        if (too_big) k += snprintf(st.note, sizeof st.note, "%d left (over 16 MB, or fills over 64 KB)", too_big);
         if (failed)
             snprintf(st.note + k, sizeof st.note - (size_t)k, "%s%d left (error when folding)", k ? ", " : "", failed);
         s = tc_graph_add_stat(g, &st);

@@ -17,6 +17,11 @@
  *                             a contiguous root become one view of the root.
  *   copy(x) -> x              same dtype and sizes, x contiguous (a later view op needs the
  *                             strides copy would give).
+ *   cat(0, a, 0) + cat(b, 0)  -> cat(b, a, 0): sums of cats along one dim whose non-zero
+ *                             pieces do not overlap. Inside a trace, the gradient of each
+ *                             narrow/select of a sequence is a full-size cat of zeros and
+ *                             the slice's gradient, summed one by one: O(T^2) bytes for T
+ *                             steps, O(T) after this rule.
  * A rule only applies when the result's dtype and sizes equal the value that replaces it
  * (broadcasting may make x+0 larger than x: left alone).
  *
@@ -41,10 +46,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { R_MUL1, R_DIV1, R_ADD0, R_SUB0, R_MUL0, R_NEG2, R_TR2, R_PERM2, R_VIEWID, R_CHAIN, R_COPY, R_COUNT };
+enum { R_MUL1, R_DIV1, R_ADD0, R_SUB0, R_MUL0, R_NEG2, R_TR2, R_PERM2, R_VIEWID, R_CHAIN, R_COPY, R_CATADD, R_COUNT };
 static const char *const rule_name[R_COUNT] = {"x*1",         "x/1",       "x+0",     "x-0",
                                                "x*0 (int)",   "neg^2",     "transpose^2", "permute^2",
-                                               "identity view", "reshape chain", "copy of contiguous"};
+                                               "identity view", "reshape chain", "copy of contiguous",
+                                               "sum of disjoint cats"};
 
 typedef struct sctx {
     tc_graph *g;
@@ -320,6 +326,118 @@ static void structural(sctx *c, tc_gnode *nd)
 }
 
 
+/* ---- sums of disjoint cats ------------------------------------------------------------------ */
+
+enum { MAX_PIECES = 512 };
+typedef struct piece {
+    int64_t lo, hi; /* extent along the cat dim */
+    int32_t v;
+    bool zero;
+} piece;
+
+/* The pieces of v when a cat along dim produced it (empty pieces skipped); -1 otherwise. */
+static int cat_pieces(sctx *c, int32_t v, int dim, piece *ps, int cap)
+{
+    const tc_gnode *nd = producer(c, v);
+    const tc_gval *x = &c->g->vals[v];
+    if (!nd || nd->op != TC_OP_CAT || wrap(nd->p.i[0], x->ndim) != dim) return -1;
+    int64_t at = 0;
+    int n = 0;
+    for (int i = 0; i < nd->nin; i++) {
+        int32_t in = nd->in[i];
+        if (in < 0 || c->g->vals[in].ndim != x->ndim || c->g->vals[in].dtype != x->dtype) return -1;
+        int64_t len = c->g->vals[in].size[dim];
+        if (len == 0) continue;
+        if (n == cap) return -1;
+        ps[n++] = (piece){at, at + len, in, uniform(c, in) == 0};
+        at += len;
+    }
+    return at == x->size[dim] ? n : -1;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    int64_t x = ((const piece *)a)->lo, y = ((const piece *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+/* A zero value shaped like out with len along dim: a zero piece of the inputs (a and b's
+ * pieces, na + nb of them from zs), or a new constant (up to 1 MB; else *id = -1). */
+static tc_status zero_piece(sctx *c, int32_t out, int dim, int64_t len, const piece *zs, int nz, int32_t *id)
+{
+    for (int k = 0; k < nz; k++)
+        if (zs[k].zero && zs[k].hi - zs[k].lo == len) return *id = zs[k].v, TC_OK;
+    *id = -1;
+    const tc_gval *x = &c->g->vals[out];
+    if (x->size[dim] > 0 && tc_graph_val_bytes(c->g, out) / x->size[dim] * len > ((int64_t)1 << 20)) return TC_OK;
+    int64_t sizes[TC_MAX_DIMS];
+    memcpy(sizes, x->size, sizeof sizes);
+    sizes[dim] = len;
+    tc_tensor *t;
+    TRY(tc_tensor_new((tc_dtype)x->dtype, x->ndim, sizes, &t));
+    int64_t bytes = tc_tensor_numel(t) * tc_elsize(x->dtype);
+    if (bytes > 0) memset(tc_base(t), 0, (size_t)bytes);
+    tc_status s = tc_graph_add_const(c->g, t, id);
+    tc_tensor_release(t);
+    return s;
+}
+
+/* add(a, b) (s0 = 1, no broadcasting) of two cats along one dim whose non-zero pieces are
+ * disjoint becomes one cat of those pieces with zeros between: the node is rewritten in
+ * place (its pieces all come before it). */
+static tc_status disjoint_cats(sctx *c, tc_gnode *nd)
+{
+    if (nd->op != TC_OP_ADD || nd->nin != 2 || nd->p.s[0] != 1 || nd->in[0] < 0 || nd->in[1] < 0) return TC_OK;
+    int32_t a = nd->in[0], b = nd->in[1], out = nd->out[0];
+    if (!same_type(c->g, out, a) || !same_type(c->g, out, b)) return TC_OK;
+    const tc_gnode *pa = producer(c, a);
+    const tc_gval *y = &c->g->vals[out];
+    if (!pa || pa->op != TC_OP_CAT || y->ndim == 0) return TC_OK;
+    int dim = wrap(pa->p.i[0], y->ndim);
+    piece *all = malloc(sizeof(piece) * 4 * MAX_PIECES);
+    if (!all) return tc_set_error(TC_ERR_MEMORY, "simplify: out of memory");
+    piece *pb = all + MAX_PIECES, *nz = all + 2 * MAX_PIECES, *res = all + 3 * MAX_PIECES;
+    int na = dim < 0 ? -1 : cat_pieces(c, a, dim, all, MAX_PIECES);
+    int nb = na < 0 ? -1 : cat_pieces(c, b, dim, pb, MAX_PIECES);
+    tc_status s = TC_OK;
+    int nn = 0, nr = 0;
+    if (nb < 0) goto done;
+    for (int k = 0; k < na; k++)
+        if (!all[k].zero) nz[nn++] = all[k];
+    for (int k = 0; k < nb; k++)
+        if (!pb[k].zero) nz[nn++] = pb[k];
+    qsort(nz, (size_t)nn, sizeof *nz, by_start);
+    for (int k = 0; k + 1 < nn; k++)
+        if (nz[k].hi > nz[k + 1].lo) goto done; /* overlapping: a real sum */
+    memmove(all + na, pb, sizeof(piece) * (size_t)nb); /* zero pieces of both, for zero_piece */
+    int64_t at = 0;
+    for (int k = 0; k <= nn && s == TC_OK && nr < MAX_PIECES - 1; k++) {
+        int64_t lo = k < nn ? nz[k].lo : y->size[dim];
+        if (lo > at) {
+            int32_t z;
+            s = zero_piece(c, out, dim, lo - at, all, na + nb, &z);
+            if (s == TC_OK && z < 0) goto done; /* no zero piece to hand: left as a sum */
+            if (s == TC_OK) res[nr++] = (piece){at, lo, z, true};
+            at = lo;
+        }
+        if (k < nn) res[nr++] = nz[k], at = nz[k].hi;
+    }
+    if (s || at != y->size[dim]) goto done;
+    int32_t *ins = tc_graph_alloc(c->g, sizeof(int32_t) * (size_t)nr);
+    if (!ins) {
+        s = TC_ERR_MEMORY;
+        goto done;
+    }
+    for (int k = 0; k < nr; k++) ins[k] = res[k].v;
+    nd->op = TC_OP_CAT, nd->in = ins, nd->nin = nr, nd->flags &= ~(uint32_t)TC_GN_WAS_INPLACE;
+    memset(&nd->p, 0, sizeof nd->p);
+    nd->p.i[0] = dim;
+    c->count[R_CATADD]++;
+done:
+    free(all);
+    return s;
+}
+
 /* ---- the pass ----------------------------------------------------------------------------- */
 
 /* Removes nodes whose results the rewrites left unread (backward, so chains go at once). */
@@ -391,6 +509,7 @@ tc_status tc_pass_simplify(tc_graph *g)
         if (nd->flags & TC_GN_RANDOM) continue;
         structural(&c, nd);
         if (c.rep[nd->out[0]] == nd->out[0]) s = arith(&c, nd);
+        if (s == TC_OK && c.rep[nd->out[0]] == nd->out[0]) s = disjoint_cats(&c, nd);
     }
     /* even after a failure: redirect what was decided, so the graph stays consistent */
     for (int i = 0; i < g->noutputs; i++)

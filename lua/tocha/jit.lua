@@ -602,15 +602,12 @@ local function trace_core(fn, args, n, tensors, key, allow_mutation, level)
    torch._set_trace_check(check_read)
    local old_hook, old_mask, old_count = debug.gethook()
    -- Compiled Lua does not call hooks: flush it, so that the hooks see every line. The GC
-   -- pauses meanwhile: the registry sweep after each cycle would otherwise run hooked and
-   -- interpreted over every registered tensor (100x the cost of the trace itself).
-   local gc_running = collectgarbage('isrunning')
-   collectgarbage('stop')
+   -- keeps running (the step's temporaries are freed as in eager mode); the registry sweep
+   -- after each cycle lifts the hook while it walks every registered tensor (torch/init.lua).
    luajit.flush()
    debug.sethook(hook, 'cl')
    local r = run_traced(fn, args, n)
    if old_hook then debug.sethook(old_hook, old_mask, old_count) else debug.sethook() end
-   if gc_running then collectgarbage('restart') end
    torch._set_trace_check(false)
    active = nil
    if not r[1] then

@@ -132,8 +132,21 @@ local gc_bytes_threshold = 256 * 1024 * 1024
 local cycle_done = false
 local wraps_since_check = 0
 
--- Releases the pointers whose handles the GC has collected; compacts the registry.
+-- Releases the pointers whose handles the GC has collected; compacts the registry. A
+-- debug hook (tocha.jit sets one while tracing) is lifted meanwhile: the loop visits every
+-- registered tensor, and hooked it would run line by line through the hook.
+local gethook, sethook = debug.gethook, debug.sethook
+local sweep_entries
 local function sweep()
+   local hook, mask, count = gethook()
+   if hook == nil then return sweep_entries() end
+   sethook()
+   local ok, n = pcall(sweep_entries)
+   sethook(hook, mask, count)
+   if not ok then error(n, 0) end
+   return n
+end
+sweep_entries = function()
    if dead_cap < nreg then
       dead_cap = reg_cap
       dead = ffi.new('tc_tensor*[?]', dead_cap)

@@ -504,7 +504,7 @@ TEST(graph_fold_size_limit_and_errors)
     CHECK_OK(tc_graph_mark_output(g, y));
     CHECK_OK(tc_pass_fold(g));
     CHECK(tc_graph_live_nodes(g) == 4);
-    CHECK(report_has(g, "1 left (over 16 MB)") && report_has(g, "1 left (error when folding)"));
+    CHECK(report_has(g, "1 left (over 16 MB, or fills over 64 KB)") && report_has(g, "1 left (error when folding)"));
     CHECK(strcmp(tc_last_error(), "") == 0 || !strstr(tc_last_error(), "div")); /* no error left behind */
     CHECK_ERR(tc_pass_fold(NULL), TC_ERR_ARG, "fold");
     tc_graph_free(g);
@@ -771,4 +771,54 @@ TEST(graph_passes_whole_pipeline_matches)
     tc_tensor_release(want), tc_tensor_release(got), tc_tensor_release(in);
     tc_graph_free(g);
     tc_tensor_release(w);
+}
+
+/* The gradient of per-step slices, as a trace records it: cat(zeros, g_t, zeros) summed
+ * step by step. The sums become one cat of the slices (each element written once); an
+ * overlapping sum stays a sum. Results are the same bits. */
+TEST(graph_simplify_sums_of_disjoint_cats)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t s0 = input(g, TC_F32, 2, SZ(1, 3)), s1 = input(g, TC_F32, 2, SZ(1, 3)), s2 = input(g, TC_F32, 2, SZ(1, 3));
+    int32_t z1 = node_typed(g, TC_OP_FILL, NULL, 0, P(.s = {0}), TC_F32, 2, SZ(1, 3));
+    int32_t z2 = node_typed(g, TC_OP_FILL, NULL, 0, P(.s = {0}), TC_F32, 2, SZ(2, 3));
+    int32_t a_in[2] = {s0, z2}, b_in[3] = {z1, s1, z1}, c_in[2] = {z2, s2}, o_in[2] = {s1, s2};
+    int32_t a, b, c, o;
+    CHECK_OK(tc_graph_add_op(g, TC_OP_CAT, a_in, 2, NULL, &a));
+    CHECK_OK(tc_graph_add_op(g, TC_OP_CAT, b_in, 3, NULL, &b));
+    CHECK_OK(tc_graph_add_op(g, TC_OP_CAT, c_in, 2, NULL, &c));
+    int32_t ab = op2(g, TC_OP_ADD, a, b, P(.s = {1}));
+    int32_t abc = op2(g, TC_OP_ADD, ab, c, P(.s = {1}));
+    CHECK_OK(tc_graph_add_op(g, TC_OP_CAT, o_in, 2, NULL, &o)); /* rows 0-1: overlaps a */
+    int32_t overlap = op2(g, TC_OP_ADD, abc, op2(g, TC_OP_CAT, o, z1, NULL) < 0 ? -1 : g->nvals - 1, P(.s = {1}));
+    CHECK(overlap >= 0);
+    CHECK_OK(tc_graph_mark_output(g, abc));
+    CHECK_OK(tc_graph_mark_output(g, overlap));
+    tc_tensor *in[3] = {ct_from(TC_F32, 2, SZ(1, 3), VALS(1, -2, 3)), ct_from(TC_F32, 2, SZ(1, 3), VALS(4, 5, -6)),
+                        ct_from(TC_F32, 2, SZ(1, 3), VALS(7, 8, 9))};
+    CHECK(same_results(g, tc_pass_simplify, in, NULL));
+    CHECK(report_has(g, "sum of disjoint cats: 2"));
+    /* abc is now cat(s0, s1, s2); the overlapping sum is still an add */
+    const tc_gnode *p = &g->nodes[g->vals[g->outputs[0]].producer];
+    CHECK(p->op == TC_OP_CAT && p->nin == 3 && p->in[0] == s0 && p->in[1] == s1 && p->in[2] == s2);
+    CHECK(g->nodes[g->vals[g->outputs[1]].producer].op == TC_OP_ADD);
+    for (int i = 0; i < 3; i++) tc_tensor_release(in[i]);
+    tc_graph_free(g);
+}
+
+/* Fills above 64 KB stay nodes (a constant would hold the memory for the graph's life);
+ * small ones fold. */
+TEST(graph_fold_leaves_big_fills)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t small = node_typed(g, TC_OP_FILL, NULL, 0, P(.s = {2}), TC_F32, 1, SZ(16));
+    int32_t big = node_typed(g, TC_OP_FILL, NULL, 0, P(.s = {0}), TC_F32, 1, SZ(32768)); /* 128 KB */
+    CHECK_OK(tc_graph_mark_output(g, small));
+    CHECK_OK(tc_graph_mark_output(g, big));
+    CHECK_OK(tc_pass_fold(g));
+    CHECK(tc_graph_live_nodes(g) == 1 && g->nodes[0].op == TC_OP_FILL);
+    CHECK(g->vals[g->outputs[0]].kind == TC_GV_CONST && g->vals[g->outputs[1]].kind == TC_GV_OP);
+    tc_graph_free(g);
 }
