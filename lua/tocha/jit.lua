@@ -381,6 +381,7 @@ local function build(tpl, outs)
    for k, v in pairs(tpl) do r[k] = build(v, outs) end
    return r
 end
+jit._build = build -- for jit_train.lua
 
 local function any_requires_grad(outs)
    for i = 1, #outs do

@@ -511,12 +511,7 @@ local function forward_entry(m, cm, input)
 end
 
 -- fn's results rebuilt from a graph's outputs (g.tpl: output numbers in fn's structure).
-local function build(tpl, outs)
-   if type(tpl) == 'number' then return outs[tpl] end
-   local r = {}
-   for k, v in pairs(tpl) do r[k] = build(v, outs) end
-   return r
-end
+local build = jit._build
 
 local function run_graph(g, args)
    local tensors = jit.flatten(args)
