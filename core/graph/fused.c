@@ -328,7 +328,13 @@ static void copy_run(char *dst, const char *src, int64_t n, int64_t st, int64_t 
     }
     switch (es) {
     case 4: {
-        uint32_t *d = (uint32_t *)dst;
+        uint32_t *restrict d = (uint32_t *)dst;
+        if (st == 0) { /* a broadcast element: a fill the compiler vectorises */
+            uint32_t v;
+            memcpy(&v, src, 4);
+            for (int64_t i = 0; i < n; i++) d[i] = v;
+            break;
+        }
         for (int64_t i = 0; i < n; i++) memcpy(&d[i], src + i * st, 4);
         break;
     }
