@@ -91,7 +91,7 @@ $(BUILD)/core/cuda_loader.o: core/cuda/cuda_api.h
 cuda: $(CUDALIB)
 
 # ---- tests -------------------------------------------------------------------------------
-$(CTESTS): $(CTEST_SRC) tests/c/ctest.h tests/c/gradcheck.h $(LIB)
+$(CTESTS): $(CTEST_SRC) $(wildcard tests/c/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 # test_cuda.c checks the backend `make` built here (or, without nvcc, that none is found).
