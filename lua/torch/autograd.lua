@@ -269,20 +269,31 @@ function methods.backward(t, gradient, opts)
 end
 jit.off(methods.backward)
 
--- torch.autograd.backward(tensors, grad_tensors, opts)
-function autograd.backward(tensors, grad_tensors, opts)
-   local roots, n = tensor_list('autograd.backward', 'tensors', tensors, false, 2)
-   local grads = nil
-   if grad_tensors ~= nil then
-      local g, ng = tensor_list('autograd.backward', 'grad_tensors', grad_tensors, true, 2)
-      if ng > n then error('autograd.backward: ' .. ng .. ' gradients for ' .. n .. ' tensors', 2) end
-      grads = ffi.new('const tc_tensor*[?]', n)
-      for i = 0, ng - 1 do grads[i] = g[i] end
-   end
-   opts = opts_of('autograd.backward', opts, 2)
+-- The output gradients as a C array of n slots (nil: none given; missing ones NULL), for
+-- backward and grad; errors are raised at the caller's caller (level 3).
+local function seed_list(who, what, list, n)
+   if list == nil then return nil end
+   local g, ng = tensor_list(who, what, list, true, 3)
+   if ng > n then error(who .. ': ' .. ng .. ' ' .. what .. ' for ' .. n .. ' tensors', 3) end
+   local arr = ffi.new('const tc_tensor*[?]', n)
+   for i = 0, ng - 1 do arr[i] = g[i] end
+   return arr
+end
+
+-- create_graph as 0/1, and retain_graph (defaults to create_graph, as in PyTorch)
+local function modes_of(opts)
    local create = opts.create_graph and 1 or 0
    local retain = opts.retain_graph
    if retain == nil then retain = create == 1 end
+   return create, retain
+end
+
+-- torch.autograd.backward(tensors, grad_tensors, opts)
+function autograd.backward(tensors, grad_tensors, opts)
+   local roots, n = tensor_list('autograd.backward', 'tensors', tensors, false, 2)
+   local grads = seed_list('autograd.backward', 'grad_tensors', grad_tensors, n)
+   opts = opts_of('autograd.backward', opts, 2)
+   local create, retain = modes_of(opts)
    if C.tc_autograd_backward(roots, grads, n, retain and 1 or 0, create) ~= 0 then raise(2) end
 end
 jit.off(autograd.backward)
@@ -295,17 +306,9 @@ jit.off(autograd.backward)
 function autograd.grad(outputs, inputs, grad_outputs, opts)
    local outs, nout = tensor_list('autograd.grad', 'outputs', outputs, false, 2)
    local ins, nin = tensor_list('autograd.grad', 'inputs', inputs, false, 2)
-   local gouts = nil
-   if grad_outputs ~= nil then
-      local g, ng = tensor_list('autograd.grad', 'grad_outputs', grad_outputs, true, 2)
-      if ng > nout then error('autograd.grad: ' .. ng .. ' grad_outputs for ' .. nout .. ' outputs', 2) end
-      gouts = ffi.new('const tc_tensor*[?]', nout)
-      for i = 0, ng - 1 do gouts[i] = g[i] end
-   end
+   local gouts = seed_list('autograd.grad', 'grad_outputs', grad_outputs, nout)
    opts = opts_of('autograd.grad', opts, 2)
-   local create = opts.create_graph and 1 or 0
-   local retain = opts.retain_graph
-   if retain == nil then retain = create == 1 end
+   local create, retain = modes_of(opts)
    local res = ffi.new('tc_tensor*[?]', nin)
    if C.tc_autograd_grad(outs, gouts, nout, ins, nin, retain and 1 or 0, create,
          (opts.allow_unused and 1 or 0) + (opts.stop_at_inputs and 2 or 0), res) ~= 0 then

@@ -119,3 +119,16 @@ TEST(graph_ir_report_and_dot)
     tc_graph_free(g);
     tc_tensor_release(w);
 }
+
+/* The public graph functions refuse a NULL graph with a message naming the function. */
+TEST(graph_ir_null_graph_is_an_error)
+{
+    char buf[16];
+    CHECK_ERR(tc_graph_dump(NULL, buf, sizeof buf, NULL), TC_ERR_ARG, "graph dump");
+    CHECK_ERR(tc_graph_report(NULL, buf, sizeof buf, NULL), TC_ERR_ARG, "graph report");
+    CHECK_ERR(tc_graph_dot(NULL, "/tmp/x.dot"), TC_ERR_ARG, "graph dot");
+    CHECK_ERR(tc_graph_compile(NULL, TC_PASS_ALL), TC_ERR_ARG, "graph compile");
+    CHECK_ERR(tc_graph_run(NULL, NULL, 0, NULL, 0), TC_ERR_ARG, "graph run");
+    CHECK(tc_graph_num_nodes(NULL) == 0 && tc_graph_planned_bytes(NULL) == 0);
+    tc_graph_free(NULL);
+}
