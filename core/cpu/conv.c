@@ -251,9 +251,22 @@ RUN_OPS(double, f64)
     static void add_into_##sfx(T *dst, const T *src, int64_t n)                             \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++) dst[i] += src[i];                                   \
+    }                                                                                       \
+    /* dst (G blocks of (Og, K)) += src (G blocks of (K, Og)) transposed block by block */  \
+    static void add_transposed_##sfx(T *dst, const T *src, int64_t G, int64_t Og, int64_t K) \
+    {                                                                                       \
+        for (int64_t b = 0; b < G; b++, dst += Og * K, src += Og * K)                       \
+            for (int64_t o = 0; o < Og; o++)                                                \
+                for (int64_t k = 0; k < K; k++) dst[o * K + k] += src[k * Og + o];          \
     }
 CONV_LOOPS(float, f32)
 CONV_LOOPS(double, f64)
+
+static void add_transposed(int dt, void *dst, const void *src, int64_t G, int64_t Og, int64_t K)
+{
+    if (dt == TC_F32) add_transposed_f32(dst, src, G, Og, K);
+    else add_transposed_f64(dst, src, G, Og, K);
+}
 
 /* C (m, n) = A (m, k) @ B (k, n) + beta C, row-major, A / B transposed on request: on
  * this thread inside a part, split over the pool for a lone unit (gemm.h). */
@@ -308,6 +321,7 @@ typedef struct job {
     char *out;             /* dense result */
     char *cols;            /* nbufs K*L column buffers (NULL when direct) */
     char *parts;           /* conv2d_weight: one weight-sized partial sum per chunk */
+    bool wt;               /* conv2d_weight: partial sums kept transposed, (K, O/G) per group */
     int64_t units, per;    /* units of work (samples, or sample-groups), units per chunk */
     int64_t nch, nbufs;    /* chunks; column buffers (one per thread) */
     uint8_t busy[64];      /* busy[b]: buffer b is taken (atomic) */
@@ -353,7 +367,10 @@ static void convt_unit(const job *j, int64_t u, char *col)
     im2col_or_back(g, j->dt, col, img, false);
 }
 
-/* conv2d_weight, one sample, every group: part_g += gout_ng @ cols(img_ng)^T. */
+/* conv2d_weight, one sample, every group: part_g += gout_ng @ cols(img_ng)^T, or, with
+ * j->wt, part_g^T (K, O/G) += cols(img_ng) @ gout_ng^T: the same product with the long K
+ * side as gemm's rows, which OpenBLAS runs about 1.3x faster once O/G >= 16 (LeNet's
+ * second convolution, ResNet-like shapes); for narrower outputs the first form wins. */
 static void convw_unit(const job *j, int64_t n, char *col, char *part)
 {
     const geom *g = j->g;
@@ -366,7 +383,9 @@ static void convw_unit(const job *j, int64_t n, char *col, char *part)
             im2col_or_back(g, j->dt, img, col, true);
             cm = col;
         }
-        gemm(j->dt, false, true, g->Og, g->K, g->L, go, g->L, cm, g->L, 1, part + gi * g->Og * g->K * es, g->K);
+        char *pg = part + gi * g->Og * g->K * es;
+        if (j->wt) gemm(j->dt, false, true, g->K, g->Og, g->L, cm, g->L, go, g->L, 1, pg, g->Og);
+        else gemm(j->dt, false, true, g->Og, g->K, g->L, go, g->L, cm, g->L, 1, pg, g->K);
     }
 }
 
@@ -458,8 +477,9 @@ tc_status tc_cpu_conv(const tc_kcall *k)
         }
         j.cols = cols;
     }
+    j.wt = wgrad && g.Og >= 16;
     if (wgrad) {
-        if (nch > 1) {
+        if (nch > 1 || j.wt) {
             if (!(parts = tc_malloc((size_t)(nch * wsize * es), "conv2d_weight: partial sums"))) {
                 s = TC_ERR_MEMORY;
                 goto done;
@@ -472,10 +492,12 @@ tc_status tc_cpu_conv(const tc_kcall *k)
     /* Several chunks: each runs its gemms on its own thread (nested pool calls run
      * inline). One chunk: the gemm and im2col/col2im are split over the pool. */
     if (j.units > 0) tc_parallel_for(j.nch, 1, part_range, &j);
-    if (wgrad && nch > 1) /* partial sums in chunk order: independent of the thread count */
+    if (wgrad && (nch > 1 || j.wt)) /* partial sums in chunk order: independent of the thread count */
         for (int64_t c = 0; c < nch; c++) {
-            if (dt == TC_F32) add_into_f32((float *)j.out, (const float *)(parts + c * wsize * es), wsize);
-            else add_into_f64((double *)j.out, (const double *)(parts + c * wsize * es), wsize);
+            const char *pc = parts + c * wsize * es;
+            if (j.wt) add_transposed(dt, j.out, pc, g.G, g.Og, g.K);
+            else if (dt == TC_F32) add_into_f32((float *)j.out, (const float *)pc, wsize);
+            else add_into_f64((double *)j.out, (const double *)pc, wsize);
         }
     tc_nn_dense_out_finish(k->out[0], tmp[3]);
 done:
