@@ -79,12 +79,17 @@ static void kcols_of(const geom *g, kcols *kc)
 #define RUN_OPS(T, sfx)                                                                     \
     static inline void copy_run_##sfx(T *dst, const T *src, int64_t n)                      \
     {                                                                                       \
-        const int64_t v = 16 / (int64_t)sizeof(T);                                          \
+        const int64_t v = 16 / (int64_t)sizeof(T), w = 2 * v;                               \
         if (n < v) {                                                                        \
             for (int64_t j = 0; j < n; j++) dst[j] = src[j];                                \
             return;                                                                         \
         }                                                                                   \
         int64_t j = 0;                                                                      \
+        if (n >= w) { /* 32-byte moves: one instruction each in the AVX2 clones */          \
+            for (; j + w <= n; j += w) memcpy(dst + j, src + j, 32);                        \
+            if (j < n) memcpy(dst + n - w, src + n - w, 32);                                \
+            return;                                                                         \
+        }                                                                                   \
         for (; j + v <= n; j += v) memcpy(dst + j, src + j, 16);                            \
         if (j < n) memcpy(dst + n - v, src + n - v, 16);                                    \
     }                                                                                       \
@@ -116,6 +121,14 @@ static void kcols_of(const geom *g, kcols *kc)
     }
 RUN_OPS(float, f32)
 RUN_OPS(double, f64)
+
+/* The stride-1 im2col is also compiled for AVX2 and picked at load time (as ew.c's float
+ * loops): its runs then move 32 bytes an instruction. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define CONV_WIDE __attribute__((target_clones("avx2", "default")))
+#else
+#define CONV_WIDE
+#endif
 
 #define CONV_LOOPS(T, sfx)                                                                  \
     /* col rows of channels [c0, c1) <- img (Cg, H, W) */                                   \
@@ -153,7 +166,7 @@ RUN_OPS(double, f64)
      * into a zero-padded plane (on the stack, when it is small), after which every run is \
      * a plain copy of Wo elements with no bounds or zero fill, and rows are walked for one \
      * kernel offset at a time (destination contiguous). False: not this case. */          \
-    static bool im2col_s1_##sfx(const geom *g, const T *img, T *col, int64_t c0, int64_t c1) \
+    CONV_WIDE static bool im2col_s1_##sfx(const geom *g, const T *img, T *col, int64_t c0, int64_t c1) \
     {                                                                                       \
         enum { PAD_MAX = 4096 };                                                            \
         const int64_t Hp = g->H + 2 * g->pH, Wp = g->W + 2 * g->pW, Wo = g->Wo, L = g->L;  \

@@ -103,6 +103,15 @@ static inline double tc_tanh_libm(double x) { return (tanh)(x); }
             T a = A[i], b = B[i], c = Cc[i];                                                \
             O[i] = (OT_)(EXPR);                                                             \
         }                                                                                   \
+    } else if (st[0] == (int64_t)sizeof(OT_) && st[1] == (int64_t)sizeof(T) &&             \
+               st[2] == (int64_t)sizeof(T) && st[3] == 0) {                                 \
+        /* a scalar third operand (lerp's weight, Adam's moment update) */                  \
+        OT_ *O = (OT_ *)pp[0];                                                              \
+        const T *A = (const T *)pp[1], *B = (const T *)pp[2], c = *(const T *)pp[3];       \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T a = A[i], b = B[i];                                                           \
+            O[i] = (OT_)(EXPR);                                                             \
+        }                                                                                   \
     } else {                                                                                \
         for (int64_t i = 0; i < n; i++) {                                                   \
             T a = *(const T *)(pp[1] + i * st[1]), b = *(const T *)(pp[2] + i * st[2]);     \

@@ -131,6 +131,8 @@ for dt in (torch.float32, torch.float64):
     case('addcdiv', [A, B, C3], [A + 0.7 * B / C3], s=(0.7, 0))
     W = rnd(2, 3, dtype=dt, lo=0, hi=1)
     case('lerp', [A, B, W], [torch.lerp(A, B.expand(2, 3), W)])
+    W0 = torch.tensor(0.3, dtype=dt)  # a scalar weight: the loops' broadcast-third-operand path
+    case('lerp', [A, B.expand(2, 3).contiguous(), W0], [torch.lerp(A, B.expand(2, 3), W0)])
 ia, ib = ints(2, 4, dtype=torch.int32), ints(4, dtype=torch.int32, lo=1, hi=5)
 ib[1] = -3
 case('add', [ia, ib], [ia + 2 * ib], s=(2, 0))
