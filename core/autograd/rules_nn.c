@@ -153,9 +153,16 @@ TC_GRAD_RULE(maxpool_rule, TC_SAVE_OUT1)
     flat_out.size[0] = flat.size[0];
     flat_out.size[1] = mo->size[nd - 2] * mo->size[nd - 1];
     tc_params p = {.i = {1}};
-    const tc_tensor *in[3] = {tc_ga_full(A, &flat, 0), tc_ga_reshape(A, idx, &flat_out), tc_ga_reshape(A, G0, &flat_out)};
-    const tc_tensor *r = in[0] && in[1] && in[2] ? tc_ga_op(A, TC_OP_SCATTER_ADD, in, 3, &p) : NULL;
-    tc_ga_out(A, tc_ga_reshape(A, r, m), &gin[0]);
+    /* the window maxima's gradients added in place into fresh zeros (ours alone: an
+     * out-of-place scatter_add would copy the zeros into a second input-sized buffer) */
+    tc_tensor *zeros = tc_ga_full(A, &flat, 0);
+    const tc_tensor *in[3] = {zeros, tc_ga_reshape(A, idx, &flat_out), tc_ga_reshape(A, G0, &flat_out)};
+    if (zeros && in[1] && in[2]) {
+        tc_tensor *res[1] = {zeros};
+        tc_status s = tc_op_run(TC_OP_SCATTER_ADD, in, 3, &p, res, 1);
+        if (s && !A->err) A->err = s;
+    }
+    tc_ga_out(A, tc_ga_reshape(A, A->err ? NULL : zeros, m), &gin[0]);
     return tc_ga_done(A);
 }
 
