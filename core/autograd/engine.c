@@ -14,6 +14,8 @@
  * Inside a graph trace (tc_trace_active) the in-place shortcuts (acc, slice accumulation,
  * in-place sums) are off, as under create_graph: the trace records every rule op, and an
  * in-place add into a view of a gradient buffer is a write the graph cannot express.
+ * A custom node (node.h: graph-mode control flow) runs its backward function instead of a
+ * rule; its gradients are checked and accumulated like a rule's (deliver).
  */
 #include "node.h"
 #include <stdio.h>
@@ -65,6 +67,22 @@ typedef struct run {
 } run;
 
 /* ---- small helpers --------------------------------------------------------------------------- */
+
+/* Whether any output of n received a gradient. */
+static bool has_grad(const tc_node *n)
+{
+    for (int o = 0; o < n->nout; o++)
+        if (n->gbuf[o]) return true;
+    return false;
+}
+
+static void drop_grads(tc_node *n)
+{
+    for (int o = 0; o < n->nout; o++) {
+        tc_tensor_release(n->gbuf[o]);
+        n->gbuf[o] = NULL;
+    }
+}
 
 static bool exclusive(const tc_tensor *t)
 {
@@ -237,7 +255,7 @@ static tc_status run_hooks(run *R, tc_node *n)
     /* binding hooks first, in the order added; retained gradients see their result */
     for (int h = 0; h < n->nhooks; h++) {
         tc_hook_entry e = n->hooks[h];
-        tc_tensor *g = e.nr < 2 ? n->gbuf[e.nr] : NULL;
+        tc_tensor *g = e.nr < n->nout ? n->gbuf[e.nr] : NULL;
         if (!g || e.retain || !hook_runner) continue;
         tc_tensor *rep = NULL;
         tc_status s = hook_runner(e.id, g, &rep);
@@ -255,7 +273,7 @@ static tc_status run_hooks(run *R, tc_node *n)
     }
     for (int h = 0; h < n->nhooks; h++) {
         tc_hook_entry e = n->hooks[h];
-        tc_tensor *g = e.nr < 2 ? n->gbuf[e.nr] : NULL;
+        tc_tensor *g = e.nr < n->nout ? n->gbuf[e.nr] : NULL;
         if (g && e.retain) TRY(later_push(R, n, e.nr, g));
     }
     return TC_OK;
@@ -304,20 +322,92 @@ static tc_status slice_accumulate(tc_node *n, bool *done)
 
 #define SMALL 8
 
+static tc_status released_error(const char *name)
+{
+    return tc_set_error(TC_ERR_ARG,
+                        "%s: trying to backward through the graph a second time (or to use its saved tensors "
+                        "after they were freed); pass retain_graph=true to the first backward if you need to "
+                        "backward twice",
+                        name);
+}
+
+/* The input gradients gin[0..nin) a rule or a custom backward returned: checked against the
+ * inputs' sizes and dtypes (and NaN in anomaly mode), then added into the producers' buffers.
+ * Takes ownership of gin's entries (all released, also on failure). */
+static tc_status deliver(run *R, tc_node *n, tc_status s, tc_tensor **gin, const bool *needs)
+{
+    char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
+    const char *name = tc_node_name(n);
+    for (int i = 0; i < n->nin && s == TC_OK; i++) {
+        if (!gin[i]) continue;
+        if (!needs[i]) {
+            tc_tensor_release(gin[i]);
+            gin[i] = NULL;
+            continue;
+        }
+        const tc_tmeta *m = &n->meta[i];
+        bool ok = gin[i]->dtype == m->dtype && gin[i]->ndim == m->ndim;
+        for (int d = 0; ok && d < m->ndim; d++) ok = gin[i]->size[d] == m->size[d];
+        if (!ok) {
+            s = tc_set_error(TC_ERR_INTERNAL, "%s: gradient of input %d has size %s (%s), expected %s (%s)", name, i + 1,
+                             tc_shape_str(gin[i], b1, sizeof b1), tc_dtype_name((tc_dtype)gin[i]->dtype),
+                             tc_sizes_str(m->ndim, m->size, b2, sizeof b2), tc_dtype_name((tc_dtype)m->dtype));
+        } else if (tc_ag_anomaly_on && tc_has_nan(gin[i])) {
+            s = tc_set_error(TC_ERR_ARG, "anomaly: %s produced NaN in the gradient of input %d (size %s)", name, i + 1,
+                             tc_shape_str(gin[i], b1, sizeof b1));
+        }
+    }
+    for (int i = 0; i < n->nin; i++) {
+        if (!gin[i]) continue;
+        if (s) {
+            tc_tensor_release(gin[i]);
+            continue;
+        }
+        tc_edge *e = &n->edges[i];
+        s = accumulate(&e->node->gbuf[e->nr], gin[i], R->create_graph);
+    }
+    return s;
+}
+
+/* A custom node: its backward function instead of an op-table rule. */
+static tc_status run_custom(run *R, tc_node *n)
+{
+    const char *name = tc_node_name(n);
+    if (!n->ctx) return released_error(name);
+    int nin = n->nin;
+    tc_tensor **gin = calloc((size_t)(nin > 0 ? nin : 1), sizeof *gin);
+    bool *needs = calloc((size_t)(nin > 0 ? nin : 1), sizeof *needs);
+    if (!gin || !needs) {
+        free(gin), free(needs);
+        return tc_set_error(TC_ERR_MEMORY, "%s: out of memory", name);
+    }
+    bool any = false;
+    for (int i = 0; i < nin; i++) {
+        tc_node *c = n->edges[i].node;
+        needs[i] = c && (c->needed & NEEDED);
+        any = any || needs[i];
+    }
+    tc_status s = TC_OK;
+    if (any) {
+        s = n->custom->backward(n->ctx, n, (const tc_tensor *const *)n->gbuf, needs, gin);
+        if (s) s = rule_error(n, s);
+    }
+    s = deliver(R, n, s, gin, needs);
+    free(gin), free(needs);
+    if (s == TC_OK && !R->retain_graph) tc_node_release_saved(n);
+    return s;
+}
+
 static tc_status run_rule(run *R, tc_node *n)
 {
     char b1[TC_SHAPE_BUF];
+    if (n->op == TC_NODE_CUSTOM) return run_custom(R, n);
     const char *name = tc_node_name(n);
     if (n->norule)
         return tc_set_error(TC_ERR_UNSUPPORTED, "%s: no gradient rule for %s", name, tc_op_info((tc_op)n->op)->name);
     const tc_grad_rule *rule = tc_grad_rule_of((tc_op)n->op);
     if (!rule) return tc_set_error(TC_ERR_INTERNAL, "%s: the rule table lost its entry", name);
-    if (n->released)
-        return tc_set_error(TC_ERR_ARG,
-                            "%s: trying to backward through the graph a second time (or to use its saved tensors "
-                            "after they were freed); pass retain_graph=true to the first backward if you need to "
-                            "backward twice",
-                            name);
+    if (n->released) return released_error(name);
     int nin = n->nin, nout = n->nout, ns = nin + nout;
     const tc_tensor *sv_small[SMALL + 2];
     tc_tensor *gin_small[SMALL], *acc_small[SMALL];
@@ -392,35 +482,7 @@ static tc_status run_rule(run *R, tc_node *n)
         if (s) s = rule_error(n, s);
     }
     for (int o = 0; o < 2; o++) tc_tensor_release(tmp_out[o]);
-    for (int i = 0; i < nin && s == TC_OK; i++) {
-        if (!gin[i]) continue;
-        if (!needs[i]) {
-            tc_tensor_release(gin[i]);
-            gin[i] = NULL;
-            continue;
-        }
-        const tc_tmeta *m = &n->meta[i];
-        bool ok = gin[i]->dtype == m->dtype && gin[i]->ndim == m->ndim;
-        for (int d = 0; ok && d < m->ndim; d++) ok = gin[i]->size[d] == m->size[d];
-        if (!ok) {
-            char b2[TC_SHAPE_BUF];
-            s = tc_set_error(TC_ERR_INTERNAL, "%s: gradient of input %d has size %s (%s), expected %s (%s)", name, i + 1,
-                             tc_shape_str(gin[i], b1, sizeof b1), tc_dtype_name((tc_dtype)gin[i]->dtype),
-                             tc_sizes_str(m->ndim, m->size, b2, sizeof b2), tc_dtype_name((tc_dtype)m->dtype));
-        } else if (tc_ag_anomaly_on && tc_has_nan(gin[i])) {
-            s = tc_set_error(TC_ERR_ARG, "anomaly: %s produced NaN in the gradient of input %d (size %s)", name, i + 1,
-                             tc_shape_str(gin[i], b1, sizeof b1));
-        }
-    }
-    for (int i = 0; i < nin; i++) {
-        if (!gin[i]) continue;
-        if (s) {
-            tc_tensor_release(gin[i]);
-            continue;
-        }
-        tc_edge *e = &n->edges[i];
-        s = accumulate(&e->node->gbuf[e->nr], gin[i], R->create_graph);
-    }
+    s = deliver(R, n, s, gin, needs);
     if (nin > SMALL) free(sv), free(gin), free(acc), free(needs);
     if (s == TC_OK && !R->retain_graph) tc_node_release_saved(n);
     return s;
@@ -517,7 +579,7 @@ static tc_status engine_run(run *R, const tc_tensor *const *outs, const tc_tenso
     }
     for (int64_t k = 0; k < R->order.n && s == TC_OK; k++) {
         tc_node *n = R->order.v[k];
-        if (!(n->gbuf[0] || n->gbuf[1]) || !(n->needed & NEEDED)) goto next;
+        if (!has_grad(n) || !(n->needed & NEEDED)) goto next;
         s = run_hooks(R, n);
         if (s) break;
         if (n->needed & CAPTURED)
@@ -537,29 +599,20 @@ static tc_status engine_run(run *R, const tc_tensor *const *outs, const tc_tenso
                     n->gbuf[e->nr] = NULL;
                 }
             }
-        if (!(n->gbuf[0] || n->gbuf[1])) goto next;
+        if (!has_grad(n)) goto next;
         if (n->op == TC_NODE_ACC) {
             if (!R->capture && n->gbuf[0]) s = later_push(R, n, 0, n->gbuf[0]);
         } else if (n->needed & EXEC) {
             s = run_rule(R, n);
         }
     next:
-        for (int o = 0; o < 2; o++) {
-            tc_tensor_release(n->gbuf[o]);
-            n->gbuf[o] = NULL;
-        }
+        drop_grads(n);
     }
     if (s == TC_OK && !R->capture) s = finish(R);
     tc_set_grad_enabled(prev_mode);
     tc_ag_in_backward = prev_in;
     for (int i = 0; i < nout; i++) tc_tensor_release(seeds[i]);
-    for (int64_t k = 0; k < R->all.n; k++) {
-        tc_node *n = R->all.v[k];
-        for (int o = 0; o < 2; o++) {
-            tc_tensor_release(n->gbuf[o]);
-            n->gbuf[o] = NULL;
-        }
-    }
+    for (int64_t k = 0; k < R->all.n; k++) drop_grads(R->all.v[k]);
     for (int64_t k = 0; k < R->nlater; k++) tc_tensor_release(R->later[k].g);
     free(R->later);
     /* edges hold no references (tc_edge_of borrows); the discovered nodes do */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 static _Thread_local int grad_mode_off; /* 0: on (the default for every new thread) */
+_Thread_local tc_ag_observer_fn tc_ag_observer;
 int tc_ag_anomaly_on;
 _Thread_local int tc_ag_in_backward;
 static int64_t live_nodes;
@@ -44,12 +45,13 @@ int64_t tc_autograd_live_nodes(void) { return __atomic_load_n(&live_nodes, __ATO
 
 /* ---- nodes ------------------------------------------------------------------------------ */
 
-/* One allocation: the struct, then edges, metas, saved slots and versions. */
+/* One allocation: the struct, then edges, metas, saved slots, versions and gradient
+ * buffers (at least 2, so gbuf[1] always exists). */
 static tc_node *node_new(int32_t op, int nin, int nout)
 {
-    size_t ns = (size_t)(nin + nout);
+    size_t ns = (size_t)(nin + nout), ng = (size_t)(nout > 2 ? nout : 2);
     size_t size = sizeof(tc_node) + sizeof(tc_edge) * (size_t)nin + sizeof(tc_tmeta) * ns +
-                  sizeof(tc_tensor *) * ns + sizeof(int64_t) * ns;
+                  sizeof(tc_tensor *) * ns + sizeof(int64_t) * ns + sizeof(tc_tensor *) * ng;
     tc_node *n = tc_malloc(size, "autograd");
     if (!n) return NULL;
     memset(n, 0, size);
@@ -65,6 +67,8 @@ static tc_node *node_new(int32_t op, int nin, int nout)
     n->saved = (tc_tensor **)p;
     p += sizeof(tc_tensor *) * ns;
     n->saved_ver = (int64_t *)p;
+    p += sizeof(int64_t) * ns;
+    n->gbuf = (tc_tensor **)p;
     __atomic_add_fetch(&live_nodes, 1, __ATOMIC_RELAXED);
     return n;
 }
@@ -77,14 +81,19 @@ void tc_node_release_saved(tc_node *n)
         tc_tensor_release(t);
     }
     if (n->save) n->released = 1;
+    if (n->custom && n->ctx) { /* a custom node's ctx is its saved state */
+        n->custom->release(n->ctx);
+        n->ctx = NULL;
+        n->released = 1;
+    }
 }
 
 static void node_destroy(tc_node *n)
 {
     for (int i = 0; i < n->nin; i++) tc_node_release(n->edges[i].node);
     for (int i = 0; i < n->nin + n->nout; i++) tc_tensor_release(n->saved[i]);
-    tc_tensor_release(n->gbuf[0]);
-    tc_tensor_release(n->gbuf[1]);
+    for (int o = 0; o < n->nout || o < 2; o++) tc_tensor_release(n->gbuf[o]);
+    if (n->custom && n->ctx) n->custom->release(n->ctx);
     /* retain targets still listed belong to live metas; they point at us only through
      * grad_fn, which they hold, so none can be left here when we die. */
     free(n->hooks);
@@ -141,6 +150,7 @@ static void build_names(void)
 const char *tc_node_name(const tc_node *n)
 {
     if (n->op == TC_NODE_ACC) return acc_name;
+    if (n->op == TC_NODE_CUSTOM) return n->custom ? n->custom->name : "CustomBackward";
     pthread_once(&names_once, build_names);
     return names[n->op] ? names[n->op] : "Backward";
 }
@@ -530,6 +540,7 @@ tc_status tc_autograd_op_run(tc_op op, const tc_tensor *const *in, int nin, cons
             s = tc_edge_of(in[i], &n->edges[i]);
             if (s) break;
             tc_node_retain(n->edges[i].node);
+            if (tc_ag_observer && n->edges[i].node) tc_ag_observer(in[i], &n->edges[i]);
             if (tc_node_saves(n, i)) {
                 bool copy = overwritten(in[i], given, nout) || (in[i]->flags & TC_TF_SCRATCH);
                 s = save_input(in[i], &n->edges[i], copy, &n->saved[i]);
@@ -586,5 +597,41 @@ tc_status tc_autograd_op_run(tc_op op, const tc_tensor *const *in, int nin, cons
         }
     }
     if (n) tc_node_release(n); /* the outputs hold it now */
+    return TC_OK;
+}
+
+/* ---- custom nodes ---------------------------------------------------------------------------- */
+
+tc_status tc_autograd_custom(const tc_custom_fn *fn, void *ctx, const tc_tensor *const *in, const tc_edge *edges,
+                             int nin, tc_tensor *const *out, int nout)
+{
+    if (!fn || !fn->backward || !fn->release || nin < 0 || nout < 1 || nout > TC_NODE_MAX_OUT || (nin && (!in || !edges)) ||
+        !out) {
+        if (fn && fn->release && ctx) fn->release(ctx);
+        return tc_set_error(TC_ERR_ARG, "autograd: bad custom node (%d inputs, %d outputs)", nin, nout);
+    }
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) {
+            fn->release(ctx);
+            return tc_set_error(TC_ERR_ARG, "autograd: custom node input %d is NULL", i + 1);
+        }
+    tc_node *n = node_new(TC_NODE_CUSTOM, nin, nout);
+    if (!n) {
+        fn->release(ctx);
+        return TC_ERR_MEMORY;
+    }
+    n->custom = fn, n->ctx = ctx;
+    for (int i = 0; i < nin; i++) {
+        tc_tmeta_of(in[i], &n->meta[i]);
+        n->edges[i] = edges[i];
+        tc_node_retain(edges[i].node);
+        if (tc_ag_observer && edges[i].node) tc_ag_observer(in[i], &edges[i]);
+    }
+    for (int o = 0; o < nout; o++) {
+        if (!out[o]) continue;
+        tc_tmeta_of(out[o], &n->meta[nin + o]);
+        if (tc_dtype_is_float((tc_dtype)out[o]->dtype)) tc_set_history(out[o], n, o);
+    }
+    tc_node_release(n); /* the outputs hold it now (or nobody: then it dies here) */
     return TC_OK;
 }

@@ -10,6 +10,10 @@
  * time), the input/output shapes, and the saved tensors its rule reads. Leaves get an
  * accumulate node (op TC_NODE_ACC) that graph edges point to; the leaf's meta owns it and
  * the node points back weakly, so a graph never keeps a dead leaf's meta alive.
+ *
+ * A CUSTOM node (op TC_NODE_CUSTOM) has any number of inputs and outputs and a backward
+ * function instead of an op-table rule: graph-mode control flow (core/graph/control_grad.c)
+ * differentiates a recorded cond / while node this way.
  */
 #ifndef TC_AG_NODE_H
 #define TC_AG_NODE_H
@@ -17,10 +21,25 @@
 #include "grad.h"
 
 #define TC_NODE_ACC (-1)
+#define TC_NODE_CUSTOM (-2)
 #define TC_TF_NR_SHIFT 8
+#define TC_NODE_MAX_OUT 255 /* the output number lives in 8 bits of tc_tensor.flags */
 
 typedef struct tc_node tc_node;
 typedef struct tc_meta tc_meta;
+
+/* The backward of a custom node. gout[0..nout) are the gradients of its outputs (NULL:
+ * zero), needs[i] says whether input i's gradient is wanted. For each wanted input the
+ * function stores a new reference with n->meta[i]'s sizes and dtype in gin[i], or leaves
+ * NULL (zero); on failure it releases what it stored. It runs with grad mode =
+ * create_graph, like a rule, so the ops it calls are recorded when gradients of gradients
+ * are wanted (and a graph trace records them too). */
+typedef struct tc_custom_fn {
+    const char *name; /* "CondBackward" */
+    tc_status (*backward)(void *ctx, const tc_node *n, const tc_tensor *const *gout, const bool *needs,
+                          tc_tensor **gin);
+    void (*release)(void *ctx); /* frees ctx (the node's death, or a backward without retain_graph) */
+} tc_custom_fn;
 
 typedef struct tc_edge {
     tc_node *node; /* strong; NULL: the input does not require grad */
@@ -54,6 +73,8 @@ struct tc_node {
     tc_hook_entry *hooks;
     tc_meta *leaf;        /* accumulate nodes: the leaf (weak) */
     tc_params p;          /* the forward call's params (gen not owned) */
+    const tc_custom_fn *custom; /* TC_NODE_CUSTOM: the backward, with its ctx (owned) */
+    void *ctx;
     tc_edge *edges;       /* [nin] */
     tc_tmeta *meta;       /* [nin + nout]: inputs, then outputs */
     tc_tensor **saved;    /* [nin + nout]: saved inputs, then outputs (NULL: not saved) */
@@ -62,9 +83,24 @@ struct tc_node {
     uint64_t gen;
     int32_t deps;
     uint8_t needed, exec;
-    tc_tensor *gbuf[2];   /* gradient summed so far per output */
+    tc_tensor **gbuf;     /* [max(nout, 2)]: gradient summed so far per output */
     tc_node *next_free;   /* iterative freeing */
 };
+
+/* Records a custom node with inputs in[0..nin) (non-NULL: their dtypes and sizes become
+ * meta[i]) whose gradients flow along edges[0..nin) (node NULL: none; given separately
+ * because an input may be a stand-in header for a tensor with history), and makes it the
+ * history of the float tensors of out[0..nout) (nout <= TC_NODE_MAX_OUT). Takes ownership
+ * of ctx: fn->release frees it when the node dies, and on failure. The observer sees each
+ * input with an edge, as for op nodes. */
+tc_status tc_autograd_custom(const tc_custom_fn *fn, void *ctx, const tc_tensor *const *in, const tc_edge *edges,
+                             int nin, tc_tensor *const *out, int nout);
+
+/* While set (thread-local), called for every input that gets an edge when a node is
+ * recorded (op or custom): graph-mode control flow learns from it the autograd identity of
+ * the tensors a traced subgraph captures (core/graph/control.c). */
+typedef void (*tc_ag_observer_fn)(const tc_tensor *t, const tc_edge *e);
+extern _Thread_local tc_ag_observer_fn tc_ag_observer;
 
 /* Releases a node reference; frees long chains iteratively (no recursion). */
 void tc_node_release(tc_node *n);

@@ -252,20 +252,156 @@ void tc_graph_count_uses(tc_graph *g)
     for (int i = 0; i < g->nwb; i++) g->vals[g->wb_val[i]].nuses++, g->vals[g->wb_ext[i]].nuses++;
 }
 
+/* ---- execution order ------------------------------------------------------------------ */
+
+static bool live(const tc_graph *g, int32_t n) { return !(g->nodes[n].flags & TC_GN_DEAD); }
+
+/* The live node producing value v, or -1 (inputs, externals, constants, dead producers). */
+static int32_t live_producer(const tc_graph *g, int32_t v)
+{
+    if (v < 0 || g->vals[v].kind != TC_GV_OP) return -1;
+    int32_t p = g->vals[v].producer;
+    return p >= 0 && p < g->nnodes && live(g, p) ? p : -1;
+}
+
+/* Whether the live nodes need re-sorting: one is TC_GN_PLACE, or reads a result of a node
+ * that comes at or after it. */
+static bool needs_sort(const tc_graph *g)
+{
+    for (int32_t n = 0; n < g->nnodes; n++) {
+        const tc_gnode *nd = &g->nodes[n];
+        if (!live(g, n)) continue;
+        if (nd->flags & TC_GN_PLACE) return true;
+        for (int i = 0; i < nd->nin; i++)
+            if (live_producer(g, nd->in[i]) >= n) return true;
+    }
+    return false;
+}
+
+/* A binary min-heap of node ids by (key, id). */
+typedef struct nheap {
+    int32_t *id, n;
+    const int64_t *key;
+} nheap;
+
+static bool before(const nheap *h, int32_t a, int32_t b)
+{
+    return h->key[a] < h->key[b] || (h->key[a] == h->key[b] && a < b);
+}
+
+static void heap_push(nheap *h, int32_t x)
+{
+    int32_t i = h->n++;
+    for (; i > 0 && before(h, x, h->id[(i - 1) / 2]); i = (i - 1) / 2) h->id[i] = h->id[(i - 1) / 2];
+    h->id[i] = x;
+}
+
+static int32_t heap_pop(nheap *h)
+{
+    int32_t top = h->id[0], x = h->id[--h->n], i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && before(h, h->id[c + 1], h->id[c])) c++;
+        if (!before(h, h->id[c], x)) break;
+        h->id[i] = h->id[c], i = c;
+    }
+    if (h->n) h->id[i] = x;
+    return top;
+}
+
+/* order[k] = the live node that runs k-th (*nlive of them): Kahn's algorithm taking, among
+ * the nodes whose inputs are ready, the one with the lowest key. A node's key is its id,
+ * so nodes keep their order wherever it is valid (random nodes draw in the traced order);
+ * a TC_GN_PLACE node's key is the largest key among its inputs' producers, so it runs as
+ * soon as they have (an accumulation rewritten by simplify consumes each step's operands
+ * where the step's product was, instead of keeping them all live to the end). */
+static tc_status topo_order(const tc_graph *g, int32_t *order, int32_t *nlive)
+{
+    int32_t nn = g->nnodes, nedge = 0;
+    for (int32_t n = 0; n < nn; n++)
+        if (live(g, n)) nedge += g->nodes[n].nin;
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)(nn + 1));
+    int32_t *indeg = calloc((size_t)nn + 1, sizeof(int32_t)), *start = calloc((size_t)nn + 2, sizeof(int32_t));
+    int32_t *succ = malloc(sizeof(int32_t) * (size_t)(nedge + 1)), *heap = malloc(sizeof(int32_t) * (size_t)(nn + 1));
+    tc_status s = TC_OK;
+    if (!key || !indeg || !start || !succ || !heap) {
+        s = tc_set_error(TC_ERR_MEMORY, "graph: out of memory ordering %d nodes", (int)nn);
+        goto done;
+    }
+    /* keys, and the edges producer -> reader in CSR form (start[p]..start[p+1]) */
+    for (int32_t n = 0; n < nn; n++) {
+        const tc_gnode *nd = &g->nodes[n];
+        key[n] = n;
+        if (!live(g, n)) continue;
+        if (nd->flags & TC_GN_PLACE) key[n] = -1;
+        for (int i = 0; i < nd->nin; i++) {
+            int32_t p = live_producer(g, nd->in[i]);
+            if (p < 0) continue;
+            indeg[n]++, start[p + 1]++;
+            int64_t kp = p < n ? key[p] : p; /* a producer placed later: its id for now */
+            if ((nd->flags & TC_GN_PLACE) && kp > key[n]) key[n] = kp;
+        }
+    }
+    for (int32_t n = 0; n < nn; n++) start[n + 1] += start[n];
+    for (int32_t n = 0; n < nn; n++) heap[n] = start[n]; /* the heap array as the fill cursor */
+    for (int32_t n = 0; n < nn; n++) {
+        if (!live(g, n)) continue;
+        const tc_gnode *nd = &g->nodes[n];
+        for (int i = 0; i < nd->nin; i++) {
+            int32_t p = live_producer(g, nd->in[i]);
+            if (p >= 0) succ[heap[p]++] = n;
+        }
+    }
+    nheap h = {heap, 0, key};
+    int32_t k = 0, total = 0;
+    for (int32_t n = 0; n < nn; n++)
+        if (live(g, n)) {
+            total++;
+            if (!indeg[n]) heap_push(&h, n);
+        }
+    while (h.n) {
+        int32_t n = heap_pop(&h);
+        order[k++] = n;
+        for (int32_t e = start[n]; e < start[n + 1]; e++)
+            if (--indeg[succ[e]] == 0) heap_push(&h, succ[e]);
+    }
+    *nlive = k;
+    if (k < total)
+        s = tc_set_error(TC_ERR_INTERNAL, "graph: %d nodes read each other's results (a cycle)", (int)(total - k));
+done:
+    free(key), free(indeg), free(start), free(succ), free(heap);
+    return s;
+}
+
 tc_status tc_graph_compact(tc_graph *g)
 {
     tc_graph_count_uses(g);
     int32_t *vmap = malloc(sizeof(int32_t) * (size_t)(g->nvals + 1));
     int32_t *nmap = malloc(sizeof(int32_t) * (size_t)(g->nnodes + 1));
-    if (!vmap || !nmap) {
-        free(vmap), free(nmap);
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(g->nnodes + 1));
+    tc_gnode *nodes = NULL;
+    if (!vmap || !nmap || !order) {
+        free(vmap), free(nmap), free(order);
         return tc_set_error(TC_ERR_MEMORY, "graph: out of memory compacting");
     }
-    /* nodes */
+    /* nodes: nmap[n] = n's place in the new order (-1: dropped) */
     int32_t nn = 0;
-    for (int n = 0; n < g->nnodes; n++) {
-        nmap[n] = (g->nodes[n].flags & TC_GN_DEAD) ? -1 : nn++;
+    if (needs_sort(g)) {
+        nodes = malloc(sizeof(tc_gnode) * (size_t)(g->capnodes + 1));
+        tc_status s = nodes ? topo_order(g, order, &nn) : tc_set_error(TC_ERR_MEMORY, "graph: out of memory sorting");
+        if (s) {
+            free(vmap), free(nmap), free(order), free(nodes);
+            return s;
+        }
+        for (int n = 0; n < g->nnodes; n++) nmap[n] = -1;
+        for (int32_t k = 0; k < nn; k++) nmap[order[k]] = k;
+    } else {
+        for (int n = 0; n < g->nnodes; n++) nmap[n] = (g->nodes[n].flags & TC_GN_DEAD) ? -1 : nn++;
     }
+    for (int n = 0; n < g->nnodes; n++) /* a dropped control node takes its subgraphs along */
+        if (nmap[n] < 0)
+            for (int s = 0; s < g->nodes[n].nsub; s++) tc_graph_free(g->nodes[n].sub[s]), g->nodes[n].sub[s] = NULL;
     /* values: keep inputs, externals, and values read or produced by a live node */
     int32_t nv = 0;
     for (int v = 0; v < g->nvals; v++) {
@@ -285,6 +421,8 @@ tc_status tc_graph_compact(tc_graph *g)
         g->vals[vmap[v]] = x;
     }
     g->nvals = nv;
+    /* moving forward in place is safe without a sort (nmap[n] <= n); a sort fills a new array */
+    tc_gnode *dst = nodes ? nodes : g->nodes;
     for (int n = 0; n < g->nnodes; n++) {
         if (nmap[n] < 0) continue;
         tc_gnode x = g->nodes[n];
@@ -292,14 +430,16 @@ tc_status tc_graph_compact(tc_graph *g)
             if (x.in[i] >= 0) x.in[i] = vmap[x.in[i]];
         for (int o = 0; o < x.nout; o++) x.out[o] = vmap[x.out[o]];
         x.group = -1;
-        g->nodes[nmap[n]] = x;
+        x.flags &= ~(uint32_t)TC_GN_PLACE;
+        dst[nmap[n]] = x;
     }
+    if (nodes) free(g->nodes), g->nodes = nodes;
     g->nnodes = nn;
     for (int i = 0; i < g->ninputs; i++) g->inputs[i] = vmap[g->inputs[i]];
     for (int i = 0; i < g->noutputs; i++) g->outputs[i] = vmap[g->outputs[i]];
     for (int i = 0; i < g->nwb; i++) g->wb_ext[i] = vmap[g->wb_ext[i]], g->wb_val[i] = vmap[g->wb_val[i]];
     g->ngroups = 0;
-    free(vmap), free(nmap);
+    free(vmap), free(nmap), free(order);
     tc_graph_fix_view_roots(g); /* a pass may have redirected a view's input */
     tc_graph_count_uses(g);
     for (int v = 0; v < g->nvals; v++)
@@ -341,6 +481,7 @@ const char *tc_graph_op_name(int32_t op)
 {
     if (op == TC_GOP_COND) return "cond";
     if (op == TC_GOP_WHILE) return "while";
+    if (op == TC_GOP_WHILE_GRAD) return "while_grad";
     const tc_opinfo *info = tc_op_info((tc_op)op);
     return info ? info->name : "?";
 }

@@ -17,11 +17,14 @@
  *                 value is copied into the external (g->writebacks).
  *
  * Node ids and value ids index g->nodes / g->vals. Passes rewrite uses
- * (tc_graph_replace_uses), mark nodes dead (TC_GN_DEAD) and call tc_graph_compact, which
- * removes dead nodes and unused values and renumbers everything, so after any pass the
- * arrays hold only live entries in execution order. Analyses a pass needs (use counts)
- * are recomputed by tc_graph_count_uses. Memory for index lists comes from the graph's
- * arena (freed with the graph).
+ * (tc_graph_replace_uses), mark nodes dead (TC_GN_DEAD), may append new nodes whose
+ * results earlier nodes then read (flagged TC_GN_PLACE), and call tc_graph_compact, which
+ * removes dead nodes and unused values, restores an execution order (a stable
+ * topological sort: the other nodes keep their relative order, a TC_GN_PLACE node moves
+ * up to just after the last producer of its inputs) and renumbers everything, so after
+ * any pass the arrays hold only live entries in execution order. Analyses a pass needs
+ * (use counts) are recomputed by tc_graph_count_uses. Memory for index lists comes from
+ * the graph's arena (freed with the graph).
  */
 #ifndef TC_GRAPH_H
 #define TC_GRAPH_H
@@ -51,10 +54,12 @@ enum {
     TC_GN_WAS_INPLACE = 2, /* traced as an in-place call */
     TC_GN_INPLACE = 4,     /* planned: out[0] overwrites the buffer of in[inplace] */
     TC_GN_RANDOM = 8,      /* draws random numbers: never folded, merged or duplicated */
+    TC_GN_PLACE = 16,      /* appended by a pass: tc_graph_compact places it as early as its
+                              inputs allow (then clears the flag) */
 };
 
 /* Graph-level node kinds beyond the op table (numbered after TC_OP_COUNT). */
-enum { TC_GOP_COND = 1000, TC_GOP_WHILE = 1001 };
+enum { TC_GOP_COND = 1000, TC_GOP_WHILE = 1001, TC_GOP_WHILE_GRAD = 1002 /* control_grad.c */ };
 
 typedef struct tc_gnode {
     int32_t op; /* tc_op, or TC_GOP_* */
@@ -146,8 +151,9 @@ void tc_graph_fix_view_roots(tc_graph *g);
 /* Fills vals[].nuses. */
 void tc_graph_count_uses(tc_graph *g);
 /* Drops dead nodes and values nothing produces or reads (inputs and externals kept),
- * renumbering ids everywhere (groups are dropped: fusion runs after the passes that
- * compact). */
+ * re-sorts the live nodes when a node reads a later node's result or is TC_GN_PLACE (see
+ * the banner; TC_ERR_INTERNAL on a cycle) and renumbers ids everywhere (groups are
+ * dropped: fusion runs after the passes that compact). */
 tc_status tc_graph_compact(tc_graph *g);
 /* Appends a report line (pass name, nodes before/after; other fields may be 0). */
 tc_status tc_graph_add_stat(tc_graph *g, const tc_gpass_stat *st);

@@ -37,6 +37,10 @@
  *    not a view, a graph output, a write-back source or a control result), and is read
  *    for the last time where this node runs, by this node only and never through a view.
  *    Marked TC_GN_INPLACE with inplace = k; memplan.c gives the result input k's range.
+ *    The same for the added tensor M (input 0) of addmm / addmv / addr / baddbmm: the
+ *    kernel then runs gemm with beta on the result's own memory (an accumulation chain
+ *    acc = addmm(acc, A_t, B_t), see simplify.c, needs no copy of acc per step); the
+ *    matmul kernel reads A and B into a temporary first if they alias the result.
  *
  * Nodes inside fused groups are judged at the group's position (plan.h), and a copy that
  * belongs to a group is left alone (the group owns how its members run).
@@ -215,13 +219,20 @@ static tc_status writebacks_in_place(tc_graph *g, int *count)
 
 /* ---- 3. elementwise nodes in place ------------------------------------------------------ */
 
+/* Matrix products that add a tensor M (input 0) to the product. */
+static bool adds_m(const tc_gnode *nd)
+{
+    return nd->op == TC_OP_ADDMM || nd->op == TC_OP_ADDMV || nd->op == TC_OP_ADDR || nd->op == TC_OP_BADDBMM;
+}
+
 static int32_t in_place_input(const tc_graph *g, const tc_gplan_info *a, int32_t n)
 {
     const tc_gnode *nd = &g->nodes[n];
-    if (kind_of(nd) != TC_KIND_EW || (nd->flags & TC_GN_RANDOM) || nd->nout != 1 || nd->out[0] < 0) return -1;
+    bool ew = kind_of(nd) == TC_KIND_EW;
+    if ((!ew && !adds_m(nd)) || (nd->flags & TC_GN_RANDOM) || nd->nout != 1 || nd->out[0] < 0) return -1;
     int32_t o = nd->out[0], at = a->pos[n];
     if (at < 0 || a->bind[o] != TC_GB_ARENA) return -1;
-    for (int32_t k = 0; k < nd->nin; k++) {
+    for (int32_t k = 0; k < (ew ? nd->nin : 1); k++) {
         int32_t u = nd->in[k];
         if (u < 0 || a->bind[u] != TC_GB_ARENA || !same_type(&g->vals[u], &g->vals[o]) || a->end[u] != at) continue;
         bool alone = true;

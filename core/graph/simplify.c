@@ -1,6 +1,6 @@
 /* simplify.c -- algebraic simplification with eager's exact results: rewrites that give
  * the same dtype, the same sizes and the same values (bitwise, but for the sign of a zero
- * sum: see x+0) as running the ops would.
+ * sum: see x+0, and the rounding of the matmul sums) as running the ops would.
  *
  *   x*1, 1*x, x/1 -> x        the operand is known to hold only ones: a constant (every
  *   x+0, 0+x, x-0 -> x        element checked), a fill, or a view / copy of one; scalars
@@ -22,6 +22,10 @@
  *                             narrow/select of a sequence is a full-size cat of zeros and
  *                             the slice's gradient, summed one by one: O(T^2) bytes for T
  *                             steps, O(T) after this rule.
+ *   x + mm(A, B) -> addmm     and x + mm(A, B)^T -> addmm(x, B^T, A^T), or addmm(Q, A, B)^T
+ *                             when x = Q^T: one gemm that adds x (see matmul_sum; not
+ *                             bitwise: gemm rounds its own way). The nodes this appends are
+ *                             placed by tc_graph_compact (TC_GN_PLACE).
  * A rule only applies when the result's dtype and sizes equal the value that replaces it
  * (broadcasting may make x+0 larger than x: left alone).
  *
@@ -46,16 +50,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { R_MUL1, R_DIV1, R_ADD0, R_SUB0, R_MUL0, R_NEG2, R_TR2, R_PERM2, R_VIEWID, R_CHAIN, R_COPY, R_CATADD, R_COUNT };
+enum { R_MUL1, R_DIV1, R_ADD0, R_SUB0, R_MUL0, R_NEG2, R_TR2, R_PERM2, R_VIEWID, R_CHAIN, R_COPY, R_CATADD,
+       R_ADDMM, R_ADDMM_T, R_COUNT };
 static const char *const rule_name[R_COUNT] = {"x*1",         "x/1",       "x+0",     "x-0",
                                                "x*0 (int)",   "neg^2",     "transpose^2", "permute^2",
                                                "identity view", "reshape chain", "copy of contiguous",
-                                               "sum of disjoint cats"};
+                                               "sum of disjoint cats", "x+mm", "x+mm^T"};
 
 typedef struct sctx {
     tc_graph *g;
-    int32_t nv0;      /* values before the pass; newer ones are fresh constants */
+    int32_t nv0;      /* values before the pass (newer ones: constants and rewrite nodes) */
+    int32_t cap;      /* values the arrays below have room for (they grow with the graph) */
     int32_t *rep;     /* value -> the value that replaces it */
+    int32_t *uses;    /* readers at the start, plus those taken over by replacement */
     int8_t *uni;      /* 0: all zeros, 1: all ones, -1: neither, -2: not yet known */
     bool *contig;     /* known contiguous (canonical strides, size-1 dims aside) */
     bool *strided;    /* read by as_strided, directly or through views */
@@ -75,7 +82,7 @@ static bool is_reshape(int32_t op) { return op == TC_OP_VIEW || op == TC_OP_SQUE
 /* The live node producing v, or NULL. */
 static tc_gnode *producer(const sctx *c, int32_t v)
 {
-    if (v < 0 || v >= c->nv0 || c->g->vals[v].kind != TC_GV_OP) return NULL;
+    if (v < 0 || v >= c->g->nvals || c->g->vals[v].kind != TC_GV_OP) return NULL;
     tc_gnode *nd = &c->g->nodes[c->g->vals[v].producer];
     return (nd->flags & TC_GN_DEAD) ? NULL : nd;
 }
@@ -97,6 +104,44 @@ static int wrap(int64_t d, int ndim)
     int64_t n = ndim > 0 ? ndim : 1;
     d = d < 0 ? d + n : d;
     return d < 0 || d >= n ? -1 : (int)d;
+}
+
+/* Grows one per-value array from c->cap to cap entries (zeroing the new ones). */
+static bool regrow(void **arr, size_t el, int32_t old, int32_t cap)
+{
+    char *p = realloc(*arr, el * (size_t)(cap + 1));
+    if (!p) return false;
+    memset(p + el * (size_t)old, 0, el * (size_t)(cap + 1 - old));
+    *arr = p;
+    return true;
+}
+
+/* Makes the per-value arrays cover the values the pass added since (constants, the nodes
+ * of the matmul rules), knowing nothing of them yet: contiguous when a contiguous
+ * constant (the caller marks op results). */
+static tc_status cover(sctx *c, int32_t from)
+{
+    int32_t nv = c->g->nvals;
+    if (nv > c->cap) {
+        int32_t cap = nv > 2 * c->cap ? nv : 2 * c->cap;
+        bool ok = regrow((void **)&c->rep, sizeof *c->rep, c->cap, cap) &&
+                  regrow((void **)&c->uses, sizeof *c->uses, c->cap, cap) &&
+                  regrow((void **)&c->uni, sizeof *c->uni, c->cap, cap) &&
+                  regrow((void **)&c->contig, sizeof *c->contig, c->cap, cap) &&
+                  regrow((void **)&c->strided, sizeof *c->strided, c->cap, cap) &&
+                  regrow((void **)&c->reshaped, sizeof *c->reshaped, c->cap, cap) &&
+                  regrow((void **)&c->exposed, sizeof *c->exposed, c->cap, cap) &&
+                  regrow((void **)&c->wb_target, sizeof *c->wb_target, c->cap, cap);
+        if (!ok) return tc_set_error(TC_ERR_MEMORY, "simplify: out of memory for %d values", (int)nv);
+        c->cap = cap;
+    }
+    for (int32_t v = from; v < nv; v++) {
+        const tc_gval *x = &c->g->vals[v];
+        c->rep[v] = v, c->uni[v] = -2, c->uses[v] = 0;
+        c->contig[v] = x->kind == TC_GV_CONST && x->t && tc_tensor_is_contiguous(x->t);
+        c->strided[v] = c->reshaped[v] = c->exposed[v] = c->wb_target[v] = false;
+    }
+    return TC_OK;
 }
 
 /* ---- what is known about values --------------------------------------------------------- */
@@ -126,7 +171,6 @@ static int tensor_uniform(const tc_tensor *t)
 static int uniform(sctx *c, int32_t v)
 {
     if (v < 0) return -1;
-    if (v >= c->nv0) return tensor_uniform(c->g->vals[v].t); /* a constant made by this pass */
     if (c->uni[v] != -2) return c->uni[v];
     const tc_gval *x = &c->g->vals[v];
     int u = -1;
@@ -146,7 +190,7 @@ static int uniform(sctx *c, int32_t v)
     return u;
 }
 
-static bool contig_of(const sctx *c, int32_t v) { return v >= c->nv0 || c->contig[v]; }
+static bool contig_of(const sctx *c, int32_t v) { return c->contig[v]; }
 
 static bool identity_view(const sctx *c, const tc_gnode *nd);
 
@@ -208,18 +252,19 @@ static int32_t root_of(const tc_graph *g, int32_t v)
  * old's header over the same storage and offset. */
 static bool replace(sctx *c, int32_t old, int32_t nv, bool same_buffer, int rule)
 {
-    if (old < 0 || old >= c->nv0 || nv < 0) return false;
+    if (old < 0 || old >= c->g->nvals || nv < 0) return false;
     if (!same_buffer && c->strided[old]) return false;
     if (!same_buffer && c->reshaped[old] && !contig_of(c, nv)) return false; /* view would fail */
     if (c->exposed[old]) {
-        int32_t r = nv < c->nv0 ? root_of(c->g, nv) : nv;
-        if (r < c->nv0 && c->wb_target[r] && r != root_of(c->g, old)) return false;
+        int32_t r = root_of(c->g, nv);
+        if (c->wb_target[r] && r != root_of(c->g, old)) return false;
     }
     c->rep[old] = nv;
-    if (nv < c->nv0) { /* nv takes over old's readers */
-        c->strided[nv] |= c->strided[old];
-        c->reshaped[nv] |= c->reshaped[old];
-    }
+    /* nv takes over old's readers */
+    c->strided[nv] |= c->strided[old];
+    c->reshaped[nv] |= c->reshaped[old];
+    c->exposed[nv] |= c->exposed[old];
+    c->uses[nv] += c->uses[old];
     c->count[rule]++;
     return true;
 }
@@ -242,6 +287,7 @@ static tc_status zeros_for(sctx *c, int32_t out, int32_t z)
     int32_t id;
     tc_status s = tc_graph_add_const(c->g, t, &id);
     tc_tensor_release(t);
+    if (s == TC_OK) s = cover(c, id);
     if (s == TC_OK) replace(c, out, id, false, R_MUL0);
     return s;
 }
@@ -379,7 +425,7 @@ static tc_status zero_piece(sctx *c, int32_t out, int dim, int64_t len, const pi
     if (bytes > 0) memset(tc_base(t), 0, (size_t)bytes);
     tc_status s = tc_graph_add_const(c->g, t, id);
     tc_tensor_release(t);
-    return s;
+    return s ? s : cover(c, *id);
 }
 
 /* add(a, b) (s0 = 1, no broadcasting) of two cats along one dim whose non-zero pieces are
@@ -438,9 +484,113 @@ done:
     return s;
 }
 
+/* ---- accumulated matrix products ------------------------------------------------------- */
+
+/* Whether nd swaps the two dims of a matrix (x:t()). */
+static bool is_t(const sctx *c, const tc_gnode *nd)
+{
+    if (!nd || nd->op != TC_OP_TRANSPOSE || nd->nin != 1 || nd->in[0] < 0 || c->g->vals[nd->in[0]].ndim != 2)
+        return false;
+    int a = wrap(nd->p.i[0], 2), b = wrap(nd->p.i[1], 2);
+    return a >= 0 && b >= 0 && a != b;
+}
+
+/* v = mm(A, B), or v = transpose(mm(A, B)) (*tr), read by one node only (the product
+ * too): then folding it into that node's addmm computes it once, as before. */
+static bool lone_product(const sctx *c, int32_t v, int32_t *a, int32_t *b, bool *tr)
+{
+    const tc_gnode *nd = producer(c, v);
+    *tr = is_t(c, nd);
+    if (*tr) {
+        if (c->uses[v] != 1) return false;
+        v = nd->in[0], nd = producer(c, v);
+    }
+    if (!nd || nd->op != TC_OP_MM || nd->nin != 2 || nd->in[0] < 0 || nd->in[1] < 0 || c->uses[v] != 1) return false;
+    *a = nd->in[0], *b = nd->in[1];
+    return true;
+}
+
+/* Appends node op(in) after the graph's last node, to be placed where its inputs are ready
+ * (TC_GN_PLACE); *out its result, of like's dtype with sizes (rows, cols) -- known here, so
+ * no shape inference on dummy tensors the size of the operands. */
+static tc_status append(sctx *c, tc_op op, const int32_t *in, int nin, const tc_params *p, const char *where,
+                        int32_t like, int64_t rows, int64_t cols, int32_t *out)
+{
+    int32_t nv = c->g->nvals, dts[1] = {c->g->vals[like].dtype}, nds[1] = {2};
+    int64_t sz[1][TC_MAX_DIMS] = {{rows, cols}};
+    TRY(tc_graph_add_node(c->g, op, in, nin, p, 1, dts, nds, (const int64_t(*)[TC_MAX_DIMS])sz, out));
+    tc_gnode *nd = &c->g->nodes[c->g->nnodes - 1];
+    nd->flags |= TC_GN_PLACE, nd->where = where;
+    TRY(cover(c, nv));
+    c->contig[*out] = !is_view_op(op);
+    for (int i = 0; i < nin; i++) c->uses[in[i]]++;
+    return TC_OK;
+}
+
+/* v^T of a matrix v: what a transpose node made v from, else a new transpose view. */
+static tc_status transposed(sctx *c, int32_t v, const char *where, int32_t *out)
+{
+    const tc_gnode *nd = producer(c, v);
+    if (is_t(c, nd)) return *out = nd->in[0], TC_OK;
+    tc_params p = {0};
+    p.i[1] = 1;
+    const tc_gval *x = &c->g->vals[v];
+    return append(c, TC_OP_TRANSPOSE, &v, 1, &p, where, v, x->size[1], x->size[0], out);
+}
+
+/* The sum of a value and a matrix product read only there, as one addmm:
+ *   add(X, mm(A, B)) {s0}, add(mm(A, B), X) {s0}, sub(X, mm(A, B)) {s0}
+ *     -> addmm(X, A, B) {beta, alpha}: (1, s0), (s0, 1), (1, -s0);
+ *   the same with mm(A, B)^T: (AB)^T = B^T A^T, so addmm(X, B^T, A^T) (views; BLAS takes
+ *     transposed operands as they are), or when X = Q^T itself, addmm(Q, A, B)^T: a chain
+ *     acc = acc + (A_t B_t)^T (the weight gradient of a matmul repeated over time steps,
+ *     accumulated) then runs in the products' own layout, and a transpose of the final sum
+ *     cancels with the view of it (transpose^2).
+ * The sum no longer reads a product result: the in-place pass lets each addmm of a chain
+ * write over the previous sum (gemm with beta = 1: how eager accumulates gradients). Only
+ * for f32 / f64 (BLAS) without broadcasting of the product, s0 finite and non-zero (addmm
+ * never reads what a zero weight multiplies: NaN would not propagate). Rounding: gemm adds
+ * X in its own order (within float tolerance of the separate ops, not bitwise). */
+static tc_status matmul_sum(sctx *c, int32_t n)
+{
+    const tc_gnode *nd = &c->g->nodes[n];
+    if ((nd->op != TC_OP_ADD && nd->op != TC_OP_SUB) || nd->nin != 2 || nd->in[0] < 0 || nd->in[1] < 0) return TC_OK;
+    int32_t out = nd->out[0], x = nd->in[0], pv = nd->in[1], a, b;
+    double s0 = nd->p.s[0], beta = 1, alpha = nd->op == TC_OP_SUB ? -s0 : s0;
+    int dt = c->g->vals[out].dtype;
+    if ((dt != TC_F32 && dt != TC_F64) || !isfinite(s0) || s0 == 0 || c->strided[out]) return TC_OK;
+    bool tr;
+    if (!lone_product(c, pv, &a, &b, &tr) || !same_type(c->g, out, pv)) {
+        if (nd->op != TC_OP_ADD) return TC_OK;
+        x = nd->in[1], pv = nd->in[0], beta = s0, alpha = 1; /* out = P + s0 X */
+        if (!lone_product(c, pv, &a, &b, &tr) || !same_type(c->g, out, pv)) return TC_OK;
+    }
+    if (x == pv || c->g->vals[x].dtype != dt) return TC_OK;
+    const char *where = nd->where;
+    const tc_gnode *xt = producer(c, x);
+    int64_t rows = c->g->vals[out].size[0], cols = c->g->vals[out].size[1];
+    tc_params p = {0};
+    p.s[0] = beta, p.s[1] = alpha;
+    int32_t res, m;
+    if (tr && is_t(c, xt) && same_type(c->g, out, x) && !c->reshaped[out]) {
+        int32_t in[3] = {xt->in[0], a, b};
+        TRY(append(c, TC_OP_ADDMM, in, 3, &p, where, out, cols, rows, &m));
+        TRY(transposed(c, m, where, &res));
+        replace(c, out, res, false, R_ADDMM_T);
+    } else {
+        int32_t in[3] = {x, a, b};
+        if (tr) TRY(transposed(c, b, where, &in[1]));
+        if (tr) TRY(transposed(c, a, where, &in[2]));
+        TRY(append(c, TC_OP_ADDMM, in, 3, &p, where, out, rows, cols, &res));
+        replace(c, out, res, false, tr ? R_ADDMM_T : R_ADDMM);
+    }
+    return TC_OK; /* not replaced (cannot happen: checked above): the new nodes go unread */
+}
+
 /* ---- the pass ----------------------------------------------------------------------------- */
 
-/* Removes nodes whose results the rewrites left unread (backward, so chains go at once). */
+/* Removes nodes whose results the rewrites left unread (backward, so chains go at once):
+ * nodes that were read before the pass, and nodes the pass added. */
 static int drop_orphans(tc_graph *g, const int32_t *uses_before, int32_t nv0)
 {
     tc_graph_count_uses(g);
@@ -452,7 +602,7 @@ static int drop_orphans(tc_graph *g, const int32_t *uses_before, int32_t nv0)
         bool unread = true, was_read = false;
         for (int o = 0; o < nd->nout; o++) {
             unread &= g->vals[nd->out[o]].nuses == 0;
-            was_read |= nd->out[o] < nv0 && uses_before[nd->out[o]] > 0;
+            was_read |= nd->out[o] >= nv0 || uses_before[nd->out[o]] > 0;
         }
         if (!unread || !was_read) continue;
         nd->flags |= TC_GN_DEAD;
@@ -468,26 +618,11 @@ tc_status tc_pass_simplify(tc_graph *g)
     if (!g) return tc_set_error(TC_ERR_ARG, "simplify: NULL graph");
     int before = tc_graph_live_nodes(g);
     sctx c = {.g = g, .nv0 = g->nvals};
-    size_t nv = (size_t)g->nvals + 1;
-    c.rep = malloc(nv * sizeof *c.rep);
-    c.uni = malloc(nv * sizeof *c.uni);
-    c.contig = calloc(nv, sizeof *c.contig);
-    c.strided = calloc(nv, sizeof *c.strided);
-    c.reshaped = calloc(nv, sizeof *c.reshaped);
-    c.exposed = calloc(nv, sizeof *c.exposed);
-    c.wb_target = calloc(nv, sizeof *c.wb_target);
-    int32_t *uses_before = malloc(nv * sizeof *uses_before);
-    tc_status s = TC_OK;
-    if (!c.rep || !c.uni || !c.contig || !c.strided || !c.reshaped || !c.exposed || !c.wb_target || !uses_before) {
-        s = tc_set_error(TC_ERR_MEMORY, "simplify: out of memory for %d values", g->nvals);
-        goto done;
-    }
+    int32_t *uses_before = malloc(((size_t)g->nvals + 1) * sizeof *uses_before);
+    tc_status s = uses_before ? cover(&c, 0) : tc_set_error(TC_ERR_MEMORY, "simplify: out of memory");
+    if (s) goto done;
     tc_graph_count_uses(g);
-    for (int v = 0; v < g->nvals; v++) {
-        const tc_gval *x = &g->vals[v];
-        c.rep[v] = v, c.uni[v] = -2, uses_before[v] = x->nuses;
-        c.contig[v] = x->kind == TC_GV_CONST && x->t && tc_tensor_is_contiguous(x->t);
-    }
+    for (int v = 0; v < g->nvals; v++) c.uses[v] = uses_before[v] = g->vals[v].nuses;
     for (int i = 0; i < g->noutputs; i++) c.exposed[g->outputs[i]] = true;
     for (int i = 0; i < g->nwb; i++) c.exposed[g->wb_val[i]] = true, c.wb_target[g->wb_ext[i]] = true;
     for (int n = g->nnodes - 1; n >= 0; n--) {
@@ -497,31 +632,32 @@ tc_status tc_pass_simplify(tc_graph *g)
         if (nd->op == TC_OP_VIEW || (is_view_op(nd->op) && c.reshaped[nd->out[0]])) c.reshaped[nd->in[0]] = true;
     }
 
+    /* only the nodes there at the start are visited: nodes the rules append come after */
     int nnodes = g->nnodes;
     for (int n = 0; n < nnodes && s == TC_OK; n++) {
-        tc_gnode *nd = &g->nodes[n];
+        tc_gnode *nd = &g->nodes[n]; /* NOTE: appending nodes may move g->nodes */
         if (nd->flags & TC_GN_DEAD) continue;
         for (int i = 0; i < nd->nin; i++)
-            if (nd->in[i] >= 0 && nd->in[i] < c.nv0) nd->in[i] = c.rep[nd->in[i]];
+            if (nd->in[i] >= 0) nd->in[i] = c.rep[nd->in[i]];
         if (nd->op < 0 || nd->op >= TC_OP_COUNT || nd->nout < 1) continue;
         bool view = is_view_op(nd->op);
         for (int o = 0; o < nd->nout; o++) c.contig[nd->out[o]] = view ? view_contig(&c, nd) : true;
         if (nd->flags & TC_GN_RANDOM) continue;
+        int32_t out = nd->out[0];
         structural(&c, nd);
-        if (c.rep[nd->out[0]] == nd->out[0]) s = arith(&c, nd);
-        if (s == TC_OK && c.rep[nd->out[0]] == nd->out[0]) s = disjoint_cats(&c, nd);
+        if (c.rep[out] == out) s = arith(&c, nd);
+        if (s == TC_OK && c.rep[out] == out) s = disjoint_cats(&c, &g->nodes[n]);
+        if (s == TC_OK && c.rep[out] == out) s = matmul_sum(&c, n);
     }
     /* even after a failure: redirect what was decided, so the graph stays consistent */
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i] < c.nv0) g->outputs[i] = c.rep[g->outputs[i]];
-    for (int i = 0; i < g->nwb; i++)
-        if (g->wb_val[i] < c.nv0) g->wb_val[i] = c.rep[g->wb_val[i]];
+    for (int i = 0; i < g->noutputs; i++) g->outputs[i] = c.rep[g->outputs[i]];
+    for (int i = 0; i < g->nwb; i++) g->wb_val[i] = c.rep[g->wb_val[i]];
     int changed = 0;
     for (int r = 0; r < R_COUNT; r++) changed += c.count[r];
     int dropped = drop_orphans(g, uses_before, c.nv0);
     tc_graph_fix_view_roots(g); /* views of merged or replaced values */
     tc_status err = s;
-    s = changed || dropped ? tc_graph_compact(g) : TC_OK;
+    s = changed || dropped || g->nvals > c.nv0 ? tc_graph_compact(g) : TC_OK;
     if (err) s = err;
     if (s == TC_OK) {
         tc_gpass_stat st = {.pass = "simplify", .nodes_before = before, .nodes_after = tc_graph_live_nodes(g)};
@@ -534,6 +670,7 @@ tc_status tc_pass_simplify(tc_graph *g)
         s = tc_graph_add_stat(g, &st);
     }
 done:
-    free(c.rep), free(c.uni), free(c.contig), free(c.strided), free(c.reshaped), free(c.exposed), free(c.wb_target), free(uses_before);
+    free(c.rep), free(c.uses), free(c.uni), free(c.contig), free(c.strided), free(c.reshaped), free(c.exposed),
+        free(c.wb_target), free(uses_before);
     return s;
 }

@@ -21,9 +21,15 @@
 -- code that the functions use by closure become extra operands of the node (read at each
 -- run, never frozen at their trace-time values); parameters stay captured by reference.
 --
--- Gradients through a recorded cond/while are not derived yet: when its inputs (or the
--- tensors its functions use) require grad under grad mode, the trace stops with an
--- explanation (tocha.jit.compile falls back to eager for those inputs, with a note).
+-- Gradients: under grad mode, when an operand (the state), or a tensor the functions use
+-- by closure (a parameter), requires grad, the node's results get an autograd node
+-- (core/graph/control_grad.c). Its backward is itself a control node recorded into the
+-- trace: a cond over the branches' vector-Jacobian products on the same predicate, or a
+-- while_grad that reruns the loop and applies the body's VJP from the last iteration to
+-- the first. So `loss:backward()` in a traced step compiles into the same graph and takes
+-- the branch (the number of iterations) each run's data says. Not supported (a graph
+-- break with the reason): random ops inside the functions, second derivatives through a
+-- while_loop.
 local ffi = require 'ffi'
 local torch = require 'torch'
 
@@ -207,41 +213,33 @@ local function trace_sub(f, args, nargs, inputs, what)
       local res = pack(f(unpack(args, 1, nargs)))
       local outs, tpl = flat(res.n == 1 and res[1] or {unpack(res, 1, res.n)}, what .. ' returned ', true)
       if res.n == 0 then fail(what .. ' returned nothing; it must return tensors') end
-      local grad = false
       for _, t in ipairs(outs) do
          if C.tc_trace_output(sub, t.p) ~= 0 then fail(what .. ': ' .. c_error()) end
-         grad = grad or t.requires_grad
       end
-      return {tpl = tpl, nres = #outs, multi = res.n > 1, n = res.n, grad = grad}
+      return {tpl = tpl, nres = #outs, multi = res.n > 1, n = res.n}
    end)
    local st = C.tc_control_sub_end(sub)
    local msg = st ~= 0 and c_error() or nil
    if not ok or st ~= 0 then
-      C.tc_graph_free(sub)
+      C.tc_control_sub_free(sub)
       if not ok then error(r, 0) end
       fail(what .. ': ' .. msg)
    end
-   return ffi.gc(sub, C.tc_graph_free), r
+   return ffi.gc(sub, C.tc_control_sub_free), r
 end
 
 -- Hands a subgraph over to C (which frees it on failure).
 local function give(sub) return ffi.gc(sub, nil) end
 
--- A gradient refusal is a graph break inside tocha.jit (jit.compile then runs the function
+-- A C failure of a node. What graph mode cannot differentiate (random ops inside the
+-- functions) is a graph break inside tocha.jit (jit.compile then runs the function
 -- eagerly, where autograd sees the ops), else an error.
-local function refuse_grad(what)
-   local msg = fmt('gradients through %s in compiled graphs are not supported yet; its results ' ..
-                   'require grad (its inputs or the tensors its functions use do). Run it eagerly ' ..
-                   '(outside tocha.jit), or under torch.no_grad()', what)
-   local ok, jit = pcall(require, 'tocha.jit')
-   if ok and jit.is_tracing() then jit.graph_break(msg) end
-   fail(what .. ': ' .. msg)
-end
-
--- A C failure of a node (its own gradient check included).
 local function node_failed(what)
    local msg = c_error()
-   if msg:find('not supported yet', 1, true) then refuse_grad(what) end
+   if msg:find('not supported yet', 1, true) then
+      local ok, jit = pcall(require, 'tocha.jit')
+      if ok and jit.is_tracing() then jit.graph_break(what .. ': ' .. msg) end
+   end
    fail(what .. ': ' .. msg)
 end
 
@@ -253,7 +251,6 @@ local function traced_cond(pred, f_then, f_else, args, n)
    local ops = flat(args, 'tocha.cond: operand ', false)
    local s1, r1 = trace_sub(f_then, args, n, ops, 'tocha.cond: the then branch')
    local s2, r2 = trace_sub(f_else, args, n, ops, 'tocha.cond: the else branch')
-   if (r1.grad or r2.grad) and torch.is_grad_enabled() then refuse_grad('tocha.cond') end
    if r1.n ~= r2.n or not same_shape(r1.tpl, r2.tpl) then
       fail(fmt('tocha.cond: the branches return different structures: the then branch returns %s, ' ..
                'the else branch %s', shape_text(r1.tpl), shape_text(r2.tpl)))
@@ -355,7 +352,6 @@ local function traced_while(cond_fn, body_fn, state)
       fail(fmt('tocha.while_loop: body_fn returned %s for a state %s (the state must keep its structure)',
                rb.multi and (rb.n .. ' values') or shape_text(rb.tpl), shape_text(ptpl)))
    end
-   if (rc.grad or rb.grad) and torch.is_grad_enabled() then refuse_grad('tocha.while_loop') end
    local lb = leaves(rb.tpl)
    for i = 1, #lb do
       if lb[i] ~= i then

@@ -2,9 +2,12 @@
  * hand: the branch is chosen per run from the predicate tensor, a loop runs a
  * data-dependent number of times (zero included), and tc_graph_add_control refuses
  * subgraphs that do not fit the node (sizes, dtypes, counts, predicate) leaving the caller
- * owner of them. */
+ * owner of them. Gradients (core/graph/control_grad.c, core/autograd): a custom autograd
+ * node with three outputs, a WHILE_GRAD node built by hand (the VJP applied once per
+ * iteration, last first), and a cloned graph's cond replayed with autograd on. */
 #include "ctest.h"
 #include "graph/control.h"
+#include <math.h>
 
 /* A graph x (f64, n) -> op(x) (one-input elementwise op). */
 static tc_graph *unary_graph(tc_op op, int64_t n)
@@ -212,4 +215,209 @@ TEST(graph_control_while_reads_loop_invariants)
     }
     tc_graph_free(g);
     ct_drop();
+}
+
+/* ---- gradients ------------------------------------------------------------------------------- */
+
+/* A custom node y_k = x * (k + 1), k = 0..2: its backward gives sum_k (k + 1) g_k. ctx counts
+ * backward calls [0] and releases [1]. */
+static tc_status scale_back(void *ctx, const tc_node *n, const tc_tensor *const *gout, const bool *needs,
+                            tc_tensor **gin)
+{
+    int *count = ctx;
+    count[0]++;
+    tc_tensor *acc = NULL;
+    for (int k = 0; k < 3; k++) {
+        if (!gout[k]) continue;
+        tc_tensor *t = NULL, *sum = NULL;
+        TRY(tc_g_scale(gout[k], k + 1, &t));
+        if (!acc) {
+            acc = t;
+            continue;
+        }
+        tc_status s = tc_g_ew(TC_OP_ADD, acc, t, NULL, 1, 0, &sum);
+        tc_tensor_release(acc), tc_tensor_release(t);
+        if (s) return s;
+        acc = sum;
+    }
+    if (needs[0]) gin[0] = acc;
+    else tc_tensor_release(acc);
+    return TC_OK;
+}
+
+static void scale_release(void *ctx) { ((int *)ctx)[1]++; }
+
+static const tc_custom_fn scale_fn = {"ScaleBackward", scale_back, scale_release};
+
+TEST(graph_control_custom_autograd_node_with_three_outputs)
+{
+    int64_t two = 2;
+    double xv[2] = {1.5, -2};
+    int64_t nodes0 = tc_autograd_live_nodes();
+    static int count[2];
+    count[0] = count[1] = 0;
+    tc_tensor *x = ct_keep(ct_from(TC_F64, 1, &two, xv)), *y[3] = {NULL, NULL, NULL};
+    CHECK_OK(tc_tensor_set_requires_grad(x, 1));
+    for (int k = 0; k < 3; k++) {
+        int prev = tc_set_grad_enabled(0);
+        CHECK_OK(tc_g_scale(x, k + 1, &y[k]));
+        tc_set_grad_enabled(prev);
+        ct_keep(y[k]);
+    }
+    tc_edge e;
+    CHECK_OK(tc_edge_of(x, &e));
+    const tc_tensor *in[1] = {x};
+    CHECK_OK(tc_autograd_custom(&scale_fn, count, in, &e, 1, y, 3));
+    for (int k = 0; k < 3; k++) CHECK(tc_tensor_requires_grad(y[k]));
+    CHECK(strcmp(tc_tensor_grad_fn_name(y[2]), "ScaleBackward") == 0);
+    /* grad of (y1, y2) with seeds 1: 2 + 3 per element; the third output (index 2 > 1) works */
+    double ones[2] = {1, 1};
+    const tc_tensor *outs[2] = {y[1], y[2]}, *seeds[2] = {ct_keep(ct_from(TC_F64, 1, &two, ones)), NULL};
+    seeds[1] = seeds[0];
+    tc_tensor *gx = NULL;
+    CHECK_OK(tc_autograd_grad(outs, seeds, 2, in, 1, 1, 0, 0, &gx));
+    CHECK(SAME(gx, 5, 5));
+    tc_tensor_release(gx);
+    /* backward through y0 and y2 without retain_graph: x.grad = 1 + 3; then the ctx is freed */
+    const tc_tensor *outs2[2] = {y[0], y[2]};
+    CHECK_OK(tc_autograd_backward(outs2, seeds, 2, 0, 0));
+    tc_tensor *g = tc_tensor_grad(x);
+    CHECK(g && SAME(g, 4, 4));
+    tc_tensor_release(g);
+    CHECK(count[0] == 2 && count[1] == 1);
+    CHECK_ERR(tc_autograd_backward(outs2, seeds, 2, 0, 0), TC_ERR_ARG,
+              "ScaleBackward: trying to backward through the graph a second time");
+    /* bad calls release ctx and say why */
+    CHECK_ERR(tc_autograd_custom(&scale_fn, count, in, &e, 1, y, 0), TC_ERR_ARG,
+              "autograd: bad custom node (1 inputs, 0 outputs)");
+    CHECK(count[1] == 2);
+    ct_drop();
+    CHECK(tc_autograd_live_nodes() == nodes0);
+}
+
+/* A graph (x, g) (f64, 1) -> g + g: the VJP of the body x -> x + x. */
+static tc_graph *twice_vjp_graph(void)
+{
+    tc_graph *g = NULL;
+    int64_t one = 1;
+    int32_t x, gin, y;
+    tc_params p = {.s = {1}};
+    tc_status s = tc_graph_new(&g);
+    if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &x);
+    if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &gin);
+    int32_t gg[2] = {gin, gin};
+    if (!s) s = tc_graph_add_op(g, TC_OP_ADD, gg, 2, &p, &y);
+    if (!s) s = tc_graph_mark_output(g, y);
+    if (s) {
+        printf("    twice_vjp_graph: %s\n", tc_last_error());
+        tc_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+TEST(graph_control_while_grad_applies_the_vjp_per_iteration)
+{
+    int64_t one = 1;
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t in[2], r = -1;
+    CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &in[0]));
+    CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &in[1]));
+    int nodes = g->nnodes;
+    /* a vjp returning a (3) gradient for a (1) state is refused, the caller keeps the graphs */
+    tc_graph *bad[3] = {less_graph(100), double_graph(), NULL};
+    int32_t vx, vgi, vy;
+    tc_params sh = {.nshape = 1, .shape = {3}};
+    CHECK_OK(tc_graph_new(&bad[2]));
+    CHECK_OK(tc_graph_add_input(bad[2], TC_F64, 1, &one, &vx));
+    CHECK_OK(tc_graph_add_input(bad[2], TC_F64, 1, &one, &vgi));
+    CHECK_OK(tc_graph_add_op(bad[2], TC_OP_EXPAND, &vgi, 1, &sh, &vy));
+    CHECK_OK(tc_graph_mark_output(bad[2], vy));
+    CHECK_ERR(tc_graph_add_control(g, TC_GOP_WHILE_GRAD, in, 2, bad, 3, &r), TC_ERR_SHAPE,
+              "while_grad: the vjp turns gradient 1 from float64(1) into float64(3)");
+    CHECK(g->nnodes == nodes);
+    for (int s = 0; s < 3; s++) tc_graph_free(bad[s]);
+    /* x -> x + x while x < 100; d(final)/d(x0) = 2^N */
+    tc_graph *sub[3] = {less_graph(100), double_graph(), twice_vjp_graph()};
+    CHECK_OK(tc_graph_add_control(g, TC_GOP_WHILE_GRAD, in, 2, sub, 3, &r));
+    CHECK_OK(tc_graph_mark_output(g, r));
+    CHECK(strcmp(tc_graph_op_name(TC_GOP_WHILE_GRAD), "while_grad") == 0);
+    double starts[3] = {1, 30, 250}, seed = 0.5, want[3] = {64, 2, 0.5}; /* 7, 2 and 0 iterations */
+    for (int k = 0; k < 3; k++) {
+        const tc_tensor *args[2] = {ct_keep(ct_from(TC_F64, 1, &one, &starts[k])),
+                                    ct_keep(ct_from(TC_F64, 1, &one, &seed))};
+        tc_tensor *out = NULL;
+        CHECK_OK(tc_graph_run(g, args, 2, &out, 1));
+        CHECK_NEAR(ct_at(out, 0), want[k], 0);
+        tc_tensor_release(out);
+    }
+    tc_graph_free(g);
+    ct_drop();
+}
+
+TEST(graph_control_clone_and_replay_a_cond_with_gradients)
+{
+    int64_t three = 3, one = 1;
+    int64_t nodes0 = tc_autograd_live_nodes();
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t p, x, r;
+    CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &p));
+    CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &three, &x));
+    tc_graph *sub[2] = {unary_graph(TC_OP_EXP, 3), unary_graph(TC_OP_NEG, 3)};
+    int32_t in[2] = {p, x};
+    CHECK_OK(tc_graph_add_control(g, TC_GOP_COND, in, 2, sub, 2, &r));
+    CHECK_OK(tc_graph_mark_output(g, r));
+    tc_graph *c = NULL;
+    CHECK_OK(tc_control_clone(g, &c));
+    CHECK(c->nnodes == 1 && c->nodes[0].nsub == 2 && c->nodes[0].sub[0] != sub[0]);
+    tc_graph_free(g); /* the clone owns its own subgraphs */
+    double xv[3] = {0.5, -1, 2}, t = 1, f = 0;
+    tc_tensor *xt = ct_keep(ct_from(TC_F64, 1, &three, xv));
+    const tc_tensor *args[2] = {ct_keep(ct_from(TC_F64, 1, &one, &t)), xt};
+    tc_tensor *out = NULL;
+    CHECK_OK(tc_graph_run(c, args, 2, &out, 1));
+    for (int i = 0; i < 3; i++) CHECK_NEAR(ct_at(out, i), exp(xv[i]), 1e-15);
+    tc_tensor_release(out);
+    /* replayed with x requiring grad (no trace): the cond node gets a CondBackward */
+    CHECK_OK(tc_tensor_set_requires_grad(xt, 1));
+    for (int k = 0; k < 2; k++) {
+        args[0] = ct_keep(ct_from(TC_F64, 1, &one, k ? &f : &t));
+        out = NULL;
+        CHECK_OK(tc_control_replay(c, (tc_tensor *const *)args, &out));
+        CHECK(strcmp(tc_tensor_grad_fn_name(out), "CondBackward") == 0);
+        double ones[3] = {1, 1, 1};
+        const tc_tensor *seed[1] = {ct_keep(ct_from(TC_F64, 1, &three, ones))}, *outs[1] = {out};
+        const tc_tensor *wrt[1] = {xt};
+        tc_tensor *gx = NULL;
+        CHECK_OK(tc_autograd_grad(outs, seed, 1, wrt, 1, 0, 0, 0, &gx));
+        for (int i = 0; i < 3; i++) CHECK_NEAR(ct_at(gx, i), k ? -1 : exp(xv[i]), 1e-15);
+        tc_tensor_release(gx), tc_tensor_release(out);
+    }
+    tc_graph_free(c);
+    ct_drop();
+    CHECK(tc_autograd_live_nodes() == nodes0);
+}
+
+TEST(graph_control_dead_node_frees_its_subgraphs)
+{
+    int64_t one = 1;
+    tc_graph *g = NULL;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t x, r, y;
+    tc_params p = {.s = {1}};
+    CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &x));
+    tc_graph *sub[2] = {less_graph(100), double_graph()}; /* the condition holds a constant tensor */
+    CHECK_OK(tc_graph_add_control(g, TC_GOP_WHILE, &x, 1, sub, 2, &r));
+    int32_t xx[2] = {x, x};
+    CHECK_OK(tc_graph_add_op(g, TC_OP_ADD, xx, 2, &p, &y));
+    CHECK_OK(tc_graph_mark_output(g, y)); /* the loop's result is unused: dce drops the node */
+    tc_memstats before, after;
+    tc_memory_stats(&before);
+    CHECK_OK(tc_graph_compile(g, TC_PASS_ALL));
+    tc_memory_stats(&after);
+    CHECK(tc_graph_live_nodes(g) == 1);
+    CHECK(after.tensors_live < before.tensors_live); /* the condition's constant went with it */
+    tc_graph_free(g);
 }
