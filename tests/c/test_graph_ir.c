@@ -132,3 +132,65 @@ TEST(graph_ir_null_graph_is_an_error)
     CHECK(tc_graph_num_nodes(NULL) == 0 && tc_graph_planned_bytes(NULL) == 0);
     tc_graph_free(NULL);
 }
+
+/* ---- execution order after a pass appended nodes ------------------------------------------ */
+
+/* Whether every live node reads only values produced before it. */
+static int in_order(const tc_graph *g)
+{
+    for (int n = 0; n < g->nnodes; n++)
+        for (int i = 0; i < g->nodes[n].nin; i++) {
+            int32_t v = g->nodes[n].in[i];
+            if (v >= 0 && g->vals[v].kind == TC_GV_OP && g->vals[v].producer >= n) return 0;
+        }
+    return 1;
+}
+
+/* A node appended after the last one (TC_GN_PLACE) that an earlier node now reads moves up
+ * to just after its inputs' last producer; the other nodes keep their order. */
+TEST(graph_ir_compact_places_appended_nodes)
+{
+    tc_graph *g = NULL;
+    tc_tensor *w = NULL;
+    int32_t id[6], e = -1, r = -1, d = -1;
+    CHECK_OK(small_graph(&g, &w, id)); /* mm, tanh, neg */
+    int32_t x = id[0];
+    CHECK_OK(tc_graph_add_op(g, TC_OP_EXP, &x, 1, NULL, &d));   /* an unrelated last node */
+    CHECK_OK(tc_graph_mark_output(g, d));
+    CHECK_OK(tc_graph_add_op(g, TC_OP_ABS, &id[2], 1, NULL, &r)); /* relu(mm), appended */
+    g->nodes[g->nnodes - 1].flags |= TC_GN_PLACE;
+    CHECK_OK(tc_graph_add_op(g, TC_OP_SIGMOID, &r, 1, NULL, &e));  /* sigmoid(relu), appended */
+    g->nodes[g->nnodes - 1].flags |= TC_GN_PLACE;
+    tc_graph_replace_uses(g, id[3], e); /* neg reads sigmoid(relu(mm)) instead of tanh */
+    g->nodes[1].flags |= TC_GN_DEAD;
+    CHECK(!in_order(g));
+    CHECK_OK(tc_graph_compact(g));
+    CHECK(in_order(g) && g->nnodes == 5);
+    const int32_t want[5] = {TC_OP_MM, TC_OP_ABS, TC_OP_SIGMOID, TC_OP_NEG, TC_OP_EXP};
+    for (int n = 0; n < 5; n++) CHECK(g->nodes[n].op == want[n] && !(g->nodes[n].flags & TC_GN_PLACE));
+    for (int n = 0; n < 5; n++) CHECK(g->vals[g->nodes[n].out[0]].producer == n);
+    CHECK(g->nodes[3].in[0] == g->nodes[2].out[0] && g->outputs[0] == g->nodes[3].out[0]);
+    tc_graph_free(g);
+    tc_tensor_release(w);
+}
+
+/* Without the flag a node that reads a later result is still ordered after it (a valid
+ * order), the nodes with no such dependency keeping theirs; and a cycle is an error. */
+TEST(graph_ir_compact_sorts_and_finds_cycles)
+{
+    tc_graph *g = NULL;
+    tc_tensor *w = NULL;
+    int32_t id[6], e = -1;
+    CHECK_OK(small_graph(&g, &w, id)); /* mm, tanh, neg */
+    CHECK_OK(tc_graph_add_op(g, TC_OP_EXP, &id[2], 1, NULL, &e)); /* exp(mm), last */
+    g->nodes[1].in[0] = e;                                         /* tanh(exp(mm)) */
+    CHECK_OK(tc_graph_compact(g));
+    CHECK(in_order(g) && g->nnodes == 4);
+    CHECK(g->nodes[0].op == TC_OP_MM && g->nodes[1].op == TC_OP_EXP && g->nodes[2].op == TC_OP_TANH &&
+          g->nodes[3].op == TC_OP_NEG);
+    /* mm reads neg's result: mm -> tanh -> neg -> mm */
+    g->nodes[0].in[0] = g->nodes[3].out[0];
+    CHECK_ERR(tc_graph_compact(g), TC_ERR_INTERNAL, "cycle");
+    tc_graph_free(g);
+    tc_tensor_release(w);
+}

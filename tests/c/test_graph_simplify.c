@@ -267,3 +267,129 @@ TEST(graph_simplify_sums_of_disjoint_cats)
     tc_graph_free(g);
 }
 
+
+/* ---- sums with a matrix product: addmm ------------------------------------------------- */
+
+/* add(X, mm(A, B)) {s0}, add(mm(A, B), X) {s0}, sub(X, mm(A, B)) {s0} become one addmm with
+ * (beta, alpha) = (1, s0), (s0, 1), (1, -s0). Left alone: a product read twice (it would be
+ * computed twice), one the sum broadcasts, integer types, a zero weight (addmm would not
+ * read what it multiplies, so NaN would not propagate). Integer values: sums are exact. */
+TEST(graph_simplify_matmul_sums_become_addmm)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t x = input(g, TC_F32, 2, SZ(2, 3)), a = input(g, TC_F32, 2, SZ(2, 4)), b = input(g, TC_F32, 2, SZ(4, 3));
+    int32_t a1 = input(g, TC_F32, 2, SZ(1, 4)), xi = input(g, TC_I64, 2, SZ(2, 3)), ai = input(g, TC_I64, 2, SZ(2, 4));
+    int32_t bi = input(g, TC_I64, 2, SZ(4, 3));
+    int32_t o1 = op2(g, TC_OP_ADD, x, op2(g, TC_OP_MM, a, b, NULL), P(.s = {2}));
+    int32_t o2 = op2(g, TC_OP_ADD, op2(g, TC_OP_MM, a, b, NULL), x, P(.s = {3}));
+    int32_t o3 = op2(g, TC_OP_SUB, x, op2(g, TC_OP_MM, a, b, NULL), P(.s = {1}));
+    int32_t shared = op2(g, TC_OP_MM, a, b, NULL);
+    int32_t o4 = op2(g, TC_OP_ADD, x, shared, P(.s = {1}));                          /* mm read twice */
+    int32_t o5 = op2(g, TC_OP_ADD, x, op2(g, TC_OP_MM, a1, b, NULL), P(.s = {1}));    /* (1,3) broadcast */
+    int32_t o6 = op2(g, TC_OP_ADD, xi, op2(g, TC_OP_MM, ai, bi, NULL), P(.s = {1}));  /* integers */
+    int32_t o7 = op2(g, TC_OP_ADD, x, op2(g, TC_OP_MM, a, b, NULL), P(.s = {0}));    /* zero weight */
+    int32_t o[8] = {o1, o2, o3, o4, shared, o5, o6, o7};
+    for (int k = 0; k < 8; k++) CHECK_OK(tc_graph_mark_output(g, o[k]));
+    tc_tensor *in[7] = {ct_from(TC_F32, 2, SZ(2, 3), VALS(1, -2, 3, 4, 5, NAN)), ct_arange(TC_F32, 2, SZ(2, 4)),
+                        ct_from(TC_F32, 2, SZ(4, 3), VALS(1, 0, -1, 2, 1, 0, 0, 3, 1, -2, 1, 1)),
+                        ct_from(TC_F32, 2, SZ(1, 4), VALS(1, 2, 3, 4)), ct_arange(TC_I64, 2, SZ(2, 3)),
+                        ct_arange(TC_I64, 2, SZ(2, 4)), ct_arange(TC_I64, 2, SZ(4, 3))};
+    CHECK(same_results(g, tc_pass_simplify, in, NULL));
+    CHECK(count_op(g, TC_OP_ADDMM) == 3 && count_op(g, TC_OP_MM) == 4 && report_has(g, "x+mm: 3"));
+    const double want[3][2] = {{1, 2}, {3, 1}, {1, -1}}; /* beta, alpha */
+    for (int k = 0; k < 3; k++) {
+        const tc_gnode *p = &g->nodes[g->vals[g->outputs[k]].producer];
+        CHECK(p->op == TC_OP_ADDMM && p->in[0] == x && p->in[1] == a && p->in[2] == b);
+        CHECK(p->p.s[0] == want[k][0] && p->p.s[1] == want[k][1]);
+    }
+    tc_tensor *r[8] = {0};
+    CHECK_OK(interp(g, in, r));
+    /* x + 2 a b: row 0 of a b is (0,1,2,3) b = (-4, 10, 5) */
+    CHECK(ct_at(r[0], 0) == -7 && ct_at(r[0], 1) == 18 && ct_at(r[0], 2) == 13 && isnan(ct_at(r[0], 5)));
+    CHECK(ct_at(r[1], 0) == 3 * 1 - 4 && ct_at(r[2], 1) == -2 - 10); /* mm + 3 x, x - mm */
+    CHECK(isnan(ct_at(r[7], 5)) && ct_at(r[7], 0) == 1); /* o7 = x + 0 * mm: NaN in x stays */
+    for (int k = 0; k < 8; k++) tc_tensor_release(r[k]);
+    for (int i = 0; i < 7; i++) tc_tensor_release(in[i]);
+    tc_graph_free(g);
+}
+
+/* A weight gradient accumulated over time steps, as a trace of x:t() products records it:
+ * acc = (A1 B1)^T + (A2 B2)^T + (A3 B3)^T, A_t = G_t^T, returned transposed back. It becomes
+ * acc' = addmm(addmm(A1 B1, A2, B2), A3, B3) in the products' layout (the final transpose
+ * cancels), with the new nodes ordered before the node reading them; each addmm of the
+ * chain then overwrites the previous sum (in place). A sum with an X that is no transpose
+ * becomes addmm(X, B^T, A^T) (A^T is G itself). */
+TEST(graph_simplify_transposed_matmul_chain)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t G[4], H[4], T[4];
+    for (int t = 0; t < 4; t++) {
+        G[t] = input(g, TC_F32, 2, SZ(2, 5));
+        H[t] = input(g, TC_F32, 2, SZ(2, 3));
+    }
+    int32_t x = input(g, TC_F32, 2, SZ(3, 5));
+    for (int t = 0; t < 4; t++) {
+        int32_t at = op1(g, TC_OP_TRANSPOSE, G[t], P(.i = {0, 1}));                  /* (5,2) */
+        T[t] = op1(g, TC_OP_TRANSPOSE, op2(g, TC_OP_MM, at, H[t], NULL), P(.i = {1, 0})); /* (3,5) */
+    }
+    int32_t acc = op2(g, TC_OP_ADD, op2(g, TC_OP_ADD, T[0], T[1], P(.s = {1})), T[2], P(.s = {1}));
+    int32_t y = op1(g, TC_OP_NEG, op1(g, TC_OP_TRANSPOSE, acc, P(.i = {0, 1})), NULL); /* (5,3) */
+    int32_t z = op2(g, TC_OP_ADD, x, T[3], P(.s = {1}));
+    CHECK_OK(tc_graph_mark_output(g, y));
+    CHECK_OK(tc_graph_mark_output(g, z));
+    tc_tensor *in[9];
+    for (int i = 0; i < 8; i++) {
+        in[i] = ct_arange(TC_F32, 2, i % 2 ? SZ(2, 3) : SZ(2, 5));
+        float *d = tc_tensor_data(in[i]);
+        for (int k = 0; k < (i % 2 ? 6 : 10); k++) d[k] = (float)((k * 7 + i * 3) % 5 - 2);
+    }
+    in[8] = ct_arange(TC_F32, 2, SZ(3, 5));
+    CHECK(same_results(g, tc_pass_simplify, in, NULL)); /* interp runs the nodes in order */
+    CHECK(count_op(g, TC_OP_MM) == 1 && count_op(g, TC_OP_ADDMM) == 3 && count_op(g, TC_OP_ADD) == 0);
+    CHECK(report_has(g, "transpose^2: 1") && report_has(g, "x+mm^T: 3"));
+    const tc_gnode *neg = &g->nodes[g->vals[g->outputs[0]].producer]; /* ids renumbered: no y */
+    CHECK(neg->op == TC_OP_NEG);
+    const tc_gnode *last = &g->nodes[g->vals[neg->in[0]].producer];
+    CHECK(last->op == TC_OP_ADDMM && last->in[2] == H[2]);
+    const tc_gnode *first = &g->nodes[g->vals[last->in[0]].producer];
+    CHECK(first->op == TC_OP_ADDMM && first->in[2] == H[1] && g->nodes[g->vals[first->in[0]].producer].op == TC_OP_MM);
+    const tc_gnode *za = &g->nodes[g->vals[g->outputs[1]].producer];
+    CHECK(za->op == TC_OP_ADDMM && za->in[0] == x && za->in[2] == G[3]);
+    CHECK(g->nodes[g->vals[za->in[1]].producer].op == TC_OP_TRANSPOSE); /* H3^T, a new view */
+    /* in place: the chain accumulates into one buffer; x (an input) is not overwritten */
+    CHECK_OK(tc_pass_inplace(g));
+    CHECK((first->flags & TC_GN_INPLACE) && first->inplace == 0 && (last->flags & TC_GN_INPLACE));
+    CHECK(!(za->flags & TC_GN_INPLACE));
+    for (int i = 0; i < 9; i++) tc_tensor_release(in[i]);
+    tc_graph_free(g);
+}
+
+/* The compiled graph (every pass, the executor) gives the sums of the chain above. */
+TEST(graph_simplify_matmul_chain_compiled)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t G[3], H[3], T[3];
+    for (int t = 0; t < 3; t++) G[t] = input(g, TC_F64, 2, SZ(2, 4)), H[t] = input(g, TC_F64, 2, SZ(2, 3));
+    for (int t = 0; t < 3; t++)
+        T[t] = op1(g, TC_OP_TRANSPOSE, op2(g, TC_OP_MM, op1(g, TC_OP_TRANSPOSE, G[t], P(.i = {0, 1})), H[t], NULL),
+                   P(.i = {0, 1}));
+    int32_t acc = op2(g, TC_OP_ADD, op2(g, TC_OP_ADD, T[0], T[1], P(.s = {1})), T[2], P(.s = {1}));
+    CHECK_OK(tc_graph_mark_output(g, op1(g, TC_OP_TRANSPOSE, acc, P(.i = {0, 1}))));
+    const tc_tensor *in[6];
+    tc_tensor *own[6], *ref[1] = {0}, *out[1] = {0};
+    for (int i = 0; i < 6; i++) in[i] = own[i] = ct_arange(TC_F64, 2, i % 2 ? SZ(2, 3) : SZ(2, 4));
+    CHECK_OK(interp(g, own, ref));
+    CHECK_OK(tc_graph_compile(g, TC_PASS_ALL));
+    CHECK(count_op(g, TC_OP_ADDMM) == 2 && count_op(g, TC_OP_ADD) == 0);
+    for (int run = 0; run < 2; run++) {
+        CHECK_OK(tc_graph_run(g, in, 6, out, 1));
+        CHECK(same_bits(out[0], ref[0]));
+        tc_tensor_release(out[0]);
+    }
+    tc_tensor_release(ref[0]);
+    for (int i = 0; i < 6; i++) tc_tensor_release(own[i]);
+    tc_graph_free(g);
+}
