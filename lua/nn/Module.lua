@@ -647,6 +647,8 @@ end
 -- eagerly). compile returns the module itself.
 function Module:compile(opts) return require('tocha.jit_train').compile_module(self, opts) end
 function Module:decompile() return require('tocha.jit_train').decompile_module(self) end
+-- model:compileStats() -> {traces, hits (graph runs), eager_calls, entries}, nil if not compiled.
+function Module:compileStats() return require('tocha.jit_train').module_stats(self) end
 
 -- Torch7's getParameters: all parameters (and all gradients) re-pointed into one flat
 -- storage each; parameters that shared memory keep sharing. Returns the two flat tensors.

@@ -505,6 +505,7 @@ local function forward_entry(m, cm, input)
    else
       g:compile(cm.passes)
       e = {graph = g, random = not same_rng(rng, after)}
+      cm.counts.traces = cm.counts.traces + 1
    end
    cache_put(cm.fwd, key, e, free_entry)
    return e, key, ok and out or nil, rng
@@ -530,7 +531,9 @@ local function compiled_forward(m, cm, input)
       return traced -- the trace's own run
    end
    if e.random then cm.rng_before = torch.getRNGState() end
-   return run_graph(e.graph, {input})
+   local out = run_graph(e.graph, {input})
+   cm.counts.hits = cm.counts.hits + 1
+   return out
 end
 
 -- The module's compiled state; nil inside a trace (a compiled module used in a bigger
@@ -549,6 +552,7 @@ compiled.forward = function(m, input)
          m.output = out
          return out
       end
+      cm.counts.eager_calls = cm.counts.eager_calls + 1
    end
    return class_of(m).forward(m, input)
 end
@@ -568,6 +572,7 @@ compiled.updateOutput = function(m, input)
             return out
          end
       end
+      cm.counts.eager_calls = cm.counts.eager_calls + 1
    end
    return class_of(m).updateOutput(m, input)
 end
@@ -667,10 +672,12 @@ local function run_backward(m, cm, mode, input, gradOutput, scale)
       g:compile(cm.passes)
       e = {graph = g, priv = priv}
       cache_put(cm.bwd, key, e, free_entry)
+      cm.counts.traces = cm.counts.traces + 1
       res = r
    else
       if e.priv then swap_grads(e.priv, 'in') end
       res = run_graph(e.graph, {input, gradOutput})
+      cm.counts.hits = cm.counts.hits + 1
    end
    if e.priv then swap_grads(e.priv, 'out') end
    if rng_now then torch.setRNGState(rng_now) end
@@ -685,6 +692,7 @@ compiled.backward = function(m, input, gradOutput, scale)
          m.gradInput = gi
          return gi
       end
+      cm.counts.eager_calls = cm.counts.eager_calls + 1
    end
    return class_of(m).backward(m, input, gradOutput, scale)
 end
@@ -697,13 +705,17 @@ compiled.updateGradInput = function(m, input, gradOutput)
          m.gradInput = gi
          return gi
       end
+      cm.counts.eager_calls = cm.counts.eager_calls + 1
    end
    return class_of(m).updateGradInput(m, input, gradOutput)
 end
 
 compiled.accGradParameters = function(m, input, gradOutput, scale)
    local cm = state_of(m)
-   if cm ~= nil and run_backward(m, cm, 'params', input, gradOutput, scale or 1) then return end
+   if cm ~= nil then
+      if run_backward(m, cm, 'params', input, gradOutput, scale or 1) then return end
+      cm.counts.eager_calls = cm.counts.eager_calls + 1
+   end
    return class_of(m).accGradParameters(m, input, gradOutput, scale)
 end
 
@@ -728,7 +740,7 @@ function M.compile_module(m, opts)
    local max = check_cache_size(who, opts.max_cache, 3)
    if rawget(m, '_agJit') ~= nil then M.decompile_module(m) end
    local cm = {passes = opts.passes, fwd = cache_new(max, who), bwd = cache_new(max, who), noted = {},
-               saved = {}, checks = param_checks(m)}
+               saved = {}, checks = param_checks(m), counts = {traces = 0, hits = 0, eager_calls = 0}}
    for _, name in ipairs(METHODS) do
       local v = rawget(m, name)
       cm.saved[name] = v == nil and false or v
@@ -736,6 +748,17 @@ function M.compile_module(m, opts)
    end
    rawset(m, '_agJit', cm)
    return m
+end
+
+-- jit.module_stats(m) (model:compileStats): {traces, hits, eager_calls, entries} since
+-- compile -- forward and backward graphs traced, graph runs, calls of the compiled methods
+-- that ran the eager ones (a fallback's nested calls count too) -- or nil when m is not
+-- compiled.
+function M.module_stats(m)
+   local cm = rawget(m, '_agJit')
+   if cm == nil then return nil end
+   local c = cm.counts
+   return {traces = c.traces, hits = c.hits, eager_calls = c.eager_calls, entries = cm.fwd.n + cm.bwd.n}
 end
 
 -- jit.decompile_module(m) (model:decompile): the eager methods again; graphs freed.
