@@ -172,8 +172,10 @@ TEST(graph_control_add_refuses_mismatched_subgraphs)
     ct_drop();
 }
 
-/* A graph (x, lim) (f64, 1) -> x < lim, or -> x + x (a while with a loop invariant). */
-static tc_graph *pair_graph(bool less)
+/* A graph of two (f64, 1) inputs (a, b): a < b when less, else in[twice] + in[twice]: x + x
+ * for (x, lim) (a while body with a loop invariant), g + g for (x, g) (the VJP of the body
+ * x -> x + x). */
+static tc_graph *pair_graph(bool less, int twice)
 {
     tc_graph *g = NULL;
     int64_t one = 1;
@@ -182,7 +184,7 @@ static tc_graph *pair_graph(bool less)
     tc_status s = tc_graph_new(&g);
     if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &in[0]);
     if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &in[1]);
-    int32_t xx[2] = {in[0], in[0]};
+    int32_t xx[2] = {in[twice], in[twice]};
     if (!s) s = less ? tc_graph_add_op(g, TC_OP_LT, in, 2, NULL, &y) : tc_graph_add_op(g, TC_OP_ADD, xx, 2, &p, &y);
     if (!s) s = tc_graph_mark_output(g, y);
     if (s) {
@@ -201,7 +203,7 @@ TEST(graph_control_while_reads_loop_invariants)
     int32_t in[2], r[2] = {-1, -1};
     CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &in[0]));
     CHECK_OK(tc_graph_add_input(g, TC_F64, 1, &one, &in[1]));
-    tc_graph *sub[2] = {pair_graph(true), pair_graph(false)};
+    tc_graph *sub[2] = {pair_graph(true, 0), pair_graph(false, 0)};
     CHECK_OK(tc_graph_add_control(g, TC_GOP_WHILE, in, 2, sub, 2, r));
     CHECK(g->nodes[g->nnodes - 1].nout == 1); /* the state; the bound is read only */
     CHECK_OK(tc_graph_mark_output(g, r[0]));
@@ -295,27 +297,6 @@ TEST(graph_control_custom_autograd_node_with_three_outputs)
     CHECK(tc_autograd_live_nodes() == nodes0);
 }
 
-/* A graph (x, g) (f64, 1) -> g + g: the VJP of the body x -> x + x. */
-static tc_graph *twice_vjp_graph(void)
-{
-    tc_graph *g = NULL;
-    int64_t one = 1;
-    int32_t x, gin, y;
-    tc_params p = {.s = {1}};
-    tc_status s = tc_graph_new(&g);
-    if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &x);
-    if (!s) s = tc_graph_add_input(g, TC_F64, 1, &one, &gin);
-    int32_t gg[2] = {gin, gin};
-    if (!s) s = tc_graph_add_op(g, TC_OP_ADD, gg, 2, &p, &y);
-    if (!s) s = tc_graph_mark_output(g, y);
-    if (s) {
-        printf("    twice_vjp_graph: %s\n", tc_last_error());
-        tc_graph_free(g);
-        return NULL;
-    }
-    return g;
-}
-
 TEST(graph_control_while_grad_applies_the_vjp_per_iteration)
 {
     int64_t one = 1;
@@ -339,7 +320,7 @@ TEST(graph_control_while_grad_applies_the_vjp_per_iteration)
     CHECK(g->nnodes == nodes);
     for (int s = 0; s < 3; s++) tc_graph_free(bad[s]);
     /* x -> x + x while x < 100; d(final)/d(x0) = 2^N */
-    tc_graph *sub[3] = {less_graph(100), double_graph(), twice_vjp_graph()};
+    tc_graph *sub[3] = {less_graph(100), double_graph(), pair_graph(false, 1)};
     CHECK_OK(tc_graph_add_control(g, TC_GOP_WHILE_GRAD, in, 2, sub, 3, &r));
     CHECK_OK(tc_graph_mark_output(g, r));
     CHECK(strcmp(tc_graph_op_name(TC_GOP_WHILE_GRAD), "while_grad") == 0);
