@@ -5,8 +5,11 @@
 --   jit.compile(fn, opts)      a callable that traces once per guard key (sizes, dtypes,
 --                              devices, structure and the non-tensor arguments), compiles
 --                              the graph and runs it from then on, with no Lua per op
---   Graph                      the wrapper of a tc_graph*: run, call, compile, dump, dot,
---                              report, stats
+--   graph breaks               what a graph cannot replay, detected while tracing (below)
+--
+-- The guard keys and caches are lua/tocha/jit_guard.lua, the graph object (run, call,
+-- compile, dump, dot, report, stats) lua/tocha/jit_graph.lua; model:compile and
+-- tocha.jit.step are lua/tocha/jit_module.lua and jit_train.lua, loaded on first use.
 --
 -- Tracing runs the real ops, so Lua sees real tensors while fn runs. What a graph cannot
 -- replay is refused rather than baked in silently:
@@ -17,22 +20,25 @@
 --     (print, io.*, os.*, math.random, torch.manualSeed, number draws like torch.uniform()):
 --     a call hook, active only while tracing, raises a graph break;
 --   - non-tensor results, writes into captured tensors (trace.c's error) and the like: errors.
--- jit.compile turns a graph break into an eager fallback for that guard key (a one-time
--- note) or, with strict = true, into an error with advice.
+-- jit.compile's unit is the whole function: a graph break makes it run eagerly for that
+-- guard key (a one-time note naming the line) or, with strict = true, is an error with
+-- advice. model:compile and tocha.jit.step narrow the eager part to the smallest nn module
+-- containing the break (lua/tocha/jit_parts.lua).
 --
 -- Locations: while tracing, a line hook passes the current user line ("file:line", the
 -- first frame outside lua/torch and lua/tocha) to tc_trace_set_location, so dumps and C
 -- errors name the Lua line of each op. Hooks cost only at trace time; the LuaJIT traces are
 -- flushed when a trace starts because compiled Lua code does not call hooks.
 local ffi = require 'ffi'
-local bit = require 'bit'
 local torch = require 'torch'
 local luajit = require 'jit'
+local guard = require 'tocha.jit_guard'
+local graphs = require 'tocha.jit_graph'
 
 local C = torch._C
-local wrap, raise = torch._wrap, torch._raise
+local raise = torch._raise
 local isT = torch.isTensor
-local fmt, concat, getinfo = string.format, table.concat, debug.getinfo
+local fmt, getinfo = string.format, debug.getinfo
 local unpack = unpack or table.unpack
 
 local jit = {}
@@ -192,143 +198,12 @@ local function hook(ev, line)
 end
 
 ---------------------------------------------------------------------------------------------
--- Flattening arguments and the guard key
+-- Guards and graphs (jit_guard.lua, jit_graph.lua)
 ---------------------------------------------------------------------------------------------
 
-local short_dtype = {}
-for dt, name in pairs(torch._type_names) do short_dtype[dt] = name:match('^torch%.(.*)Tensor$') end
-
-local function describe(x)
-   if isT(x) then return torch._type_names[x.p.dtype] end
-   return torch.typename(x) or type(x)
-end
-
-local function key_of_name(k)
-   if type(k) == 'string' then
-      if k:match('^[%a_][%w_]*$') then return k end
-      return fmt('[%q]', k)
-   end
-   return '[' .. fmt('%.17g', k) .. ']'
-end
-
--- Sorted keys of a plain table (numbers first, then strings), so a key is deterministic.
-local function sorted_keys(t, what, path, level)
-   local keys = {}
-   for k in pairs(t) do
-      local tk = type(k)
-      if tk ~= 'number' and tk ~= 'string' then
-         error(fmt('tocha.jit: %s %s has a %s key; tables may be keyed by numbers and strings only',
-                   what, path, tk), level + 1)
-      end
-      keys[#keys + 1] = k
-   end
-   table.sort(keys, function(a, b)
-      local ta, tb = type(a), type(b)
-      if ta ~= tb then return ta == 'number' end
-      return a < b
-   end)
-   return keys
-end
-
-local TF_REQ = C.TC_TF_REQUIRES_GRAD
-
--- Walks args[1..n]: the distinct tensor leaves in order (st.tensors), and the guard key
--- (st.parts). `what` is 'argument' or 'result' for messages. Same-tensor leaves alias the
--- first (one graph input); different views of one storage are refused (the graph would
--- not know they overlap).
-local function walk(st, v, path, level)
-   local tv = type(v)
-   local parts = st.parts
-   if tv == 'cdata' and isT(v) then
-      local p = v.p
-      local s = p.storage
-      if s ~= nil then
-         local sk = tonumber(ffi.cast('uintptr_t', s))
-         local j = st.storages[sk]
-         if j ~= nil then
-            local q = st.tensors[j].p
-            local same = q.dtype == p.dtype and q.offset == p.offset and q.ndim == p.ndim
-            for d = 0, p.ndim - 1 do
-               if not same then break end
-               same = q.size[d] == p.size[d] and q.stride[d] == p.stride[d]
-            end
-            if not same then
-               error(fmt('tocha.jit: %s %s and %s %s share storage (different views of one tensor); pass ' ..
-                         'the tensor once and make the views inside the function', st.what, path, st.what,
-                         st.paths[j]), level + 1)
-            end
-            parts[#parts + 1] = '=' .. j
-            return
-         end
-         st.storages[sk] = #st.tensors + 1
-      end
-      local n = #st.tensors + 1
-      st.tensors[n], st.paths[n] = v, path
-      parts[#parts + 1] = short_dtype[p.dtype] or tostring(p.dtype)
-      parts[#parts + 1] = '['
-      for d = 0, p.ndim - 1 do
-         if d > 0 then parts[#parts + 1] = 'x' end
-         parts[#parts + 1] = tostring(tonumber(p.size[d]))
-      end
-      parts[#parts + 1] = ']'
-      if s == nil then
-         parts[#parts + 1] = 'empty'
-      else
-         if s.device ~= 0 then parts[#parts + 1] = '@' .. tonumber(s.device) end
-         if C.tc_tensor_is_contiguous(p) == 0 then parts[#parts + 1] = '~' end
-      end
-      if p.flags % 2 == TF_REQ then parts[#parts + 1] = '^' end
-   elseif tv == 'number' then
-      parts[#parts + 1] = fmt('%.17g', v)
-   elseif tv == 'string' then
-      parts[#parts + 1] = fmt('%q', v)
-   elseif tv == 'boolean' or tv == 'nil' then
-      parts[#parts + 1] = tostring(v)
-   elseif tv == 'table' and getmetatable(v) == nil then
-      if st.seen[v] then
-         error(fmt('tocha.jit: %s %s is a table that contains itself', st.what, path), level + 1)
-      end
-      st.seen[v] = true
-      parts[#parts + 1] = '{'
-      local n, count = #v, 0
-      for _ in pairs(v) do count = count + 1 end
-      -- the array part in order, then the other keys sorted (no sort for a plain array)
-      for i = 1, n do
-         if i > 1 then parts[#parts + 1] = ',' end
-         walk(st, v[i], path .. '[' .. i .. ']', level + 1)
-      end
-      if count > n then
-         local keys = sorted_keys(v, st.what, path, level + 1)
-         local first = n == 0
-         for _, k in ipairs(keys) do
-            if not (type(k) == 'number' and k >= 1 and k <= n and k % 1 == 0) then
-               if not first then parts[#parts + 1] = ',' end
-               first = false
-               local kn = key_of_name(k)
-               parts[#parts + 1] = kn .. '='
-               walk(st, v[k], path .. (kn:sub(1, 1) == '[' and kn or '.' .. kn), level + 1)
-            end
-         end
-      end
-      parts[#parts + 1] = '}'
-      st.seen[v] = nil
-   else
-      error(fmt('tocha.jit: %s %s is a %s; pass tensors, (nested) tables of tensors, numbers, strings or ' ..
-                'booleans (capture modules and functions as upvalues)', st.what, path, describe(v)), level + 1)
-   end
-end
-
--- Flattens args[1..n]: returns the distinct tensor leaves and the guard key.
-local function flatten(args, n, level)
-   local st = {tensors = {}, paths = {}, storages = {}, seen = {}, parts = {}, what = 'argument'}
-   st.parts[1] = C.tc_grad_enabled() ~= 0 and 'grad(' or 'nograd('
-   for i = 1, n do
-      if i > 1 then st.parts[#st.parts + 1] = ', ' end
-      walk(st, args[i], tostring(i), level + 1)
-   end
-   st.parts[#st.parts + 1] = ')'
-   return st.tensors, concat(st.parts)
-end
+local flatten, build, describe = guard.flatten, guard.build, guard.describe
+local check_opts, is_callable = guard.check_opts, guard.is_callable
+local new_graph, run_list = graphs.new_graph, graphs.run_list
 
 -- jit.flatten(args): the tensor leaves of args (graph input order) and the guard key.
 function jit.flatten(args)
@@ -339,224 +214,10 @@ function jit.flatten(args)
    return tensors, key
 end
 
--- Results: tensors or nested plain tables of tensors. Returns the distinct tensors (the
--- graph outputs) and a template with output numbers in place of the tensors; or nil and
--- an error message.
-local function result_template(res, n)
-   local outs, index, seen = {}, {}, {}
-   local function rec(v, path)
-      if isT(v) then
-         -- the same tensor returned twice is one graph output, and comes back as one tensor
-         local addr = tonumber(ffi.cast('uintptr_t', v.p))
-         local k = index[addr]
-         if k == nil then
-            k = #outs + 1
-            outs[k], index[addr] = v, k
-         end
-         return k
-      end
-      if type(v) == 'table' and getmetatable(v) == nil then
-         if seen[v] then error(fmt('tocha.jit: the traced function returned a table that contains itself at %s', path), 0) end
-         seen[v] = true
-         local t = {}
-         for k, x in pairs(v) do
-            local kn = type(k) == 'string' and (k:match('^[%a_][%w_]*$') and '.' .. k or fmt('[%q]', k)) or
-                       '[' .. tostring(k) .. ']'
-            t[k] = rec(x, path .. kn)
-         end
-         seen[v] = nil
-         return t
-      end
-      error(fmt('tocha.jit: the traced function returned a %s at %s; return tensors (or nested tables of tensors)',
-                describe(v), path), 0)
-   end
-   local tpl = {}
-   for i = 1, n do tpl[i] = rec(res[i], 'result ' .. i) end
-   return outs, tpl
-end
-
-local function build(tpl, outs)
-   if type(tpl) == 'number' then return outs[tpl] end
-   local r = {}
-   for k, v in pairs(tpl) do r[k] = build(v, outs) end
-   return r
-end
-jit._build = build -- for jit_train.lua
-
-local function any_requires_grad(outs)
-   for i = 1, #outs do
-      if outs[i].p.flags % 2 == TF_REQ then return true end
-   end
-   return false
-end
-
----------------------------------------------------------------------------------------------
--- The graph object
----------------------------------------------------------------------------------------------
-
-local Graph = {}
-Graph.__index = Graph
-jit.Graph = Graph
-
-local pass_bits = {
-   dce = C.TC_PASS_DCE, cse = C.TC_PASS_CSE, fold = C.TC_PASS_FOLD, simplify = C.TC_PASS_SIMPLIFY,
-   fuse = C.TC_PASS_FUSE, inplace = C.TC_PASS_INPLACE,
-}
-local pass_names = 'dce, cse, fold, simplify, fuse, inplace'
-
--- nil / 'all' -> every pass; a list of names -> their bits ({} runs none: memory planning only).
-local function passes_of(passes, who, level)
-   if passes == nil or passes == 'all' then return C.TC_PASS_ALL end
-   if type(passes) ~= 'table' then
-      error(fmt("%s: passes must be 'all' or a list of pass names (%s), got %s", who, pass_names,
-                describe(passes)), level + 1)
-   end
-   local bits = 0
-   for i, name in ipairs(passes) do
-      local b = pass_bits[name]
-      if b == nil then
-         error(fmt('%s: unknown pass %s at %d (passes: %s)', who, tostring(name), i, pass_names), level + 1)
-      end
-      if bit.band(bits, b) == 0 then bits = bits + b end
-   end
-   return bits
-end
-jit._passes_of = passes_of
-
-local function check_graph(g, name, level)
-   if getmetatable(g) ~= Graph then
-      error(fmt('graph:%s: expected a tocha.jit graph (call it with `:`), got %s', name, describe(g)), level + 1)
-   end
-   if g.ptr == nil then error(fmt('graph:%s: the graph was freed', name), level + 1) end
-   return g.ptr
-end
-
-local function new_graph(ptr, key, tpl, nres, allow_mutation)
-   local nin, nout = C.tc_graph_num_inputs(ptr), C.tc_graph_num_outputs(ptr)
-   -- flat: the results are the outputs in order (no tables, no repeats): no rebuilding
-   local flat = nres == nout
-   for i = 1, nres do if tpl[i] ~= i then flat = false end end
-   return setmetatable({
-      ptr = ptr, key = key, ninputs = nin, noutputs = nout, tpl = tpl, nres = nres, flat = flat,
-      allow_mutation = allow_mutation,
-      _in = ffi.new('const tc_tensor*[?]', math.max(nin, 1)),
-      _out = ffi.new('tc_tensor*[?]', math.max(nout, 1)),
-   }, Graph)
-end
-
--- Runs ptr on tensors[1..nin]; returns the outputs as a list of new tensors.
-local function run_list(g, tensors, level)
-   local IN, OUT, nout = g._in, g._out, g.noutputs
-   for i = 1, g.ninputs do IN[i - 1] = tensors[i].p end
-   if C.tc_graph_run(g.ptr, IN, g.ninputs, OUT, nout) ~= 0 then raise(level + 1) end
-   local outs = {}
-   for i = 1, nout do outs[i] = wrap(OUT[i - 1]) end
-   for i = 0, g.ninputs - 1 do IN[i] = nil end
-   return outs
-end
-
--- g:run(inputs): inputs is the list of input tensors (jit.flatten(args) order); returns the
--- list of output tensors (the distinct result tensors in result order), new each run.
-function Graph:run(inputs)
-   check_graph(self, 'run', 2)
-   if type(inputs) ~= 'table' then error('graph:run: expected a list of tensors, got ' .. describe(inputs), 2) end
-   if #inputs ~= self.ninputs then
-      error(fmt('graph:run: the graph takes %d input tensors, got %d', self.ninputs, #inputs), 2)
-   end
-   for i = 1, self.ninputs do
-      if not isT(inputs[i]) then error(fmt('graph:run: input %d is a %s, expected a tensor', i, describe(inputs[i])), 2) end
-   end
-   local outs = run_list(self, inputs, 2) -- not a tail call: errors name the caller's line
-   return outs
-end
-
--- g:call(...): the arguments as the traced function took them (same guard key); returns
--- the results in the traced function's structure.
-function Graph:call(...)
-   check_graph(self, 'call', 2)
-   local n = select('#', ...)
-   local tensors, key = flatten({...}, n, 2)
-   if key ~= self.key then
-      error(fmt('graph:call: the arguments do not match the traced ones (sizes, dtypes, structure or constants): ' ..
-                'traced %s, got %s', self.key, key), 2)
-   end
-   local outs = run_list(self, tensors, 2)
-   if self.tpl == nil then return end
-   return unpack(build(self.tpl, outs), 1, self.nres)
-end
-
--- g:compile([passes]): runs the passes (all by default, or a list of names) and plans
--- memory. A graph compiles once: later calls do nothing. Returns g.
-function Graph:compile(passes)
-   local ptr = check_graph(self, 'compile', 2)
-   local bits = passes_of(passes, 'graph:compile', 2)
-   if C.tc_graph_compile(ptr, bits) ~= 0 then raise(2) end
-   return self
-end
-
-local needed = ffi.new('size_t[1]')
-local function text_of(fn, ptr, level)
-   local cap = 4096
-   while true do
-      local buf = ffi.new('char[?]', cap)
-      if fn(ptr, buf, cap, needed) ~= 0 then raise(level + 1) end
-      if tonumber(needed[0]) <= cap then return ffi.string(buf) end
-      cap = tonumber(needed[0])
-   end
-end
-
--- g:dump(): the IR as text (one value per line). print(g:dump()) shows it.
-function Graph:dump()
-   local s = text_of(C.tc_graph_dump, check_graph(self, 'dump', 2), 2)
-   return s
-end
-
--- g:report(): one line per pass run (nodes removed, groups fused, bytes planned).
-function Graph:report()
-   local s = text_of(C.tc_graph_report, check_graph(self, 'report', 2), 2)
-   return s
-end
-
--- g:dot(path): writes Graphviz text (fused groups as clusters); returns path.
-function Graph:dot(path)
-   local ptr = check_graph(self, 'dot', 2)
-   if type(path) ~= 'string' or path == '' then
-      error('graph:dot: expected a file name, got ' .. describe(path), 2)
-   end
-   if C.tc_graph_dot(ptr, path) ~= 0 then raise(2) end
-   return path
-end
-
--- g:stats(): {nodes, planned_bytes, unplanned_bytes, inputs, outputs}.
-function Graph:stats()
-   local ptr = check_graph(self, 'stats', 2)
-   return {
-      nodes = C.tc_graph_num_nodes(ptr),
-      planned_bytes = tonumber(C.tc_graph_planned_bytes(ptr)),
-      unplanned_bytes = tonumber(C.tc_graph_unplanned_bytes(ptr)),
-      inputs = self.ninputs,
-      outputs = self.noutputs,
-   }
-end
-
--- g:free(): releases the graph now (otherwise the GC does).
-function Graph:free()
-   if getmetatable(self) ~= Graph then error('graph:free: expected a tocha.jit graph, got ' .. describe(self), 2) end
-   if self.ptr ~= nil then
-      local ptr = self.ptr
-      self.ptr = nil
-      ffi.gc(ptr, nil)
-      C.tc_graph_free(ptr)
-   end
-end
-
-function Graph:__tostring()
-   if self.ptr == nil then return 'tocha.jit graph (freed)' end
-   return fmt('tocha.jit graph (%d nodes, %d inputs, %d outputs)', C.tc_graph_num_nodes(self.ptr), self.ninputs,
-              self.noutputs)
-end
-
-function jit.isGraph(x) return getmetatable(x) == Graph end
+jit.Graph = graphs.Graph
+jit._build = build -- for jit_module.lua
+jit._passes_of = graphs.passes_of
+function jit.isGraph(x) return getmetatable(x) == graphs.Graph end
 
 ---------------------------------------------------------------------------------------------
 -- Tracing
@@ -617,7 +278,7 @@ local function trace_core(fn, args, n, tensors, key, allow_mutation, level)
    end
    local res = {n = r.n - 1}
    for i = 1, res.n do res[i] = r[i + 1] end
-   local okt, outs, tpl = pcall(result_template, res, res.n)
+   local okt, outs, tpl = pcall(guard.result_template, res, res.n)
    if not okt then return fail(outs) end
    for i = 1, #outs do
       if C.tc_trace_output(ptr, outs[i].p) ~= 0 then return fail(ffi.string(C.tc_last_error())) end
@@ -633,26 +294,6 @@ local function trace_core(fn, args, n, tensors, key, allow_mutation, level)
 end
 
 local trace_opts = {allow_mutation = true}
-
-local function check_opts(who, opts, known, level)
-   if opts == nil then return {} end
-   if type(opts) ~= 'table' then error(fmt('%s: opts must be a table, got %s', who, describe(opts)), level + 1) end
-   for k in pairs(opts) do
-      if not known[k] then
-         local names = {}
-         for name in pairs(known) do names[#names + 1] = name end
-         table.sort(names)
-         error(fmt('%s: unknown option %s (options: %s)', who, tostring(k), concat(names, ', ')), level + 1)
-      end
-   end
-   return opts
-end
-
-local function is_callable(f)
-   if type(f) == 'function' then return true end
-   local mt = getmetatable(f)
-   return type(mt) == 'table' and mt.__call ~= nil
-end
 
 -- jit.trace(fn, args [, opts]) -> graph, results...: runs fn(unpack(args)) once while a
 -- trace records it. args: a list (args.n for trailing nils) of tensors, nested tables of
@@ -673,6 +314,17 @@ function jit.trace(fn, args, opts)
    local ok, g, res = trace_core(fn, args, n, tensors, key, opts.allow_mutation and true or false, 2)
    if not ok then error(g, 0) end
    return g, unpack(res, 1, res.n)
+end
+
+-- For model:compile and tocha.jit.step (jit_module.lua, jit_train.lua): jit.trace that
+-- never raises for what happens inside fn. Returns true, graph, results (packed), or false,
+-- the message and the graph break ({where, reason, advice}; nil for other errors).
+function jit._try_trace(fn, args, opts)
+   local n = args.n or #args
+   local tensors, key = flatten(args, n, 2)
+   local ok, g, res, broke = trace_core(fn, args, n, tensors, key, opts ~= nil and opts.allow_mutation or false, 2)
+   if not ok then return false, g, broke end
+   return true, g, res
 end
 
 ---------------------------------------------------------------------------------------------
@@ -696,7 +348,7 @@ end
 function jit.compile(fn, opts)
    if not is_callable(fn) then error('tocha.jit.compile: expected a function to compile, got ' .. describe(fn), 2) end
    opts = check_opts('tocha.jit.compile', opts, compile_opts, 2)
-   local bits = passes_of(opts.passes, 'tocha.jit.compile', 2)
+   local bits = graphs.passes_of(opts.passes, 'tocha.jit.compile', 2)
    local max_cache = opts.max_cache or 8
    if type(max_cache) ~= 'number' or max_cache < 1 or max_cache % 1 ~= 0 then
       error('tocha.jit.compile: max_cache must be a positive integer, got ' .. tostring(max_cache), 2)
@@ -731,6 +383,12 @@ local function evict_lru(self)
    if old.graph then old.graph:free() end
 end
 
+-- The unit of jit.compile is the function, so the note says how to make the eager part smaller.
+local WHOLE_FUNCTION = "jit.compile's unit is the whole function: all of it runs eagerly for this guard (these " ..
+                       'sizes, dtypes and constants), not only the code after the break; move the branch out of ' ..
+                       'the compiled function (compile the code around it), or pass strict = true to make this ' ..
+                       'an error'
+
 -- First call for a key: trace, compile, cache; the traced run's results are returned.
 local function trace_entry(self, key, tensors, args, n)
    local c = self.counts
@@ -751,7 +409,7 @@ local function trace_entry(self, key, tensors, args, n)
    if not ok then
       if not broke then error(g, 0) end
       reason = broke
-   elseif C.tc_grad_enabled() ~= 0 and any_requires_grad(outs) then
+   elseif C.tc_grad_enabled() ~= 0 and guard.any_requires_grad(outs) then
       reason = {where = caller_where(3), reason = 'the results require grad, and a graph run returns tensors ' ..
                 'without autograd history', advice = 'Call it under torch.no_grad(), or compile the whole ' ..
                 'training step (forward, backward and update) as one function'}
@@ -769,8 +427,8 @@ local function trace_entry(self, key, tensors, args, n)
       end
       if not self.noted[reason.where] then
          self.noted[reason.where] = true
-         jit._note(fmt('tocha.jit: graph break at %s (%s); %s runs eagerly for these inputs. %s', reason.where,
-                       reason.reason, self.name, reason.advice))
+         jit._note(fmt('tocha.jit: graph break at %s (%s); %s runs eagerly for these inputs. %s. %s',
+                       reason.where, reason.reason, self.name, reason.advice, WHOLE_FUNCTION))
       end
       self.entries[key] = {eager = true, used = self.tick}
       self.nentries = self.nentries + 1
@@ -784,74 +442,6 @@ local function trace_entry(self, key, tensors, args, n)
    self.entries[key] = {graph = g, used = self.tick}
    self.nentries = self.nentries + 1
    return res
-end
-
--- The fast guard: when every argument is a tensor or a plain constant (no tables) and the
--- tensors have distinct storages, an entry keeps a signature that the next call is checked
--- against directly, with no key string built (the last entry used is tried first).
-local NIL = {}
-local function fast_signature(args, n, tensors)
-   local sig = {n = n, grad = C.tc_grad_enabled(), tpos = {}}
-   for i = 1, n do
-      local a = args[i]
-      if isT(a) then
-         local p = a.p
-         local s = {dtype = p.dtype, ndim = p.ndim, req = p.flags % 2, size = {}, empty = p.storage == nil}
-         for d = 0, p.ndim - 1 do s.size[d] = tonumber(p.size[d]) end
-         if not s.empty then
-            s.dev = p.storage.device
-            s.contig = C.tc_tensor_is_contiguous(p)
-         end
-         sig[i] = s
-         sig.tpos[#sig.tpos + 1] = i
-      elseif type(a) == 'table' then
-         return nil
-      elseif a == nil then
-         sig[i] = NIL
-      else
-         sig[i] = a
-      end
-   end
-   if #sig.tpos ~= #tensors then return nil end -- aliased tensors: the slow path handles them
-   return sig
-end
-
-local function fast_match(sig, args, n)
-   if n ~= sig.n or C.tc_grad_enabled() ~= sig.grad then return false end
-   for i = 1, n do
-      local a, s = args[i], sig[i]
-      if type(s) == 'table' then
-         if s == NIL then
-            if a ~= nil then return false end
-         else
-            if not isT(a) then return false end
-            local p = a.p
-            if p.dtype ~= s.dtype or p.ndim ~= s.ndim or p.flags % 2 ~= s.req then return false end
-            local sz = s.size
-            for d = 0, s.ndim - 1 do
-               if p.size[d] ~= sz[d] then return false end
-            end
-            local st = p.storage
-            if st == nil then
-               if not s.empty then return false end
-            elseif s.empty or st.device ~= s.dev or C.tc_tensor_is_contiguous(p) ~= s.contig then
-               return false
-            end
-         end
-      elseif a ~= s or (a == 0 and 1 / a ~= 1 / s) then -- -0 and 0 are different constants
-         return false
-      end
-   end
-   local tpos = sig.tpos
-   for j = 2, #tpos do -- distinct storages, as when the signature was made
-      local sj = args[tpos[j]].p.storage
-      if sj ~= nil then
-         for k = 1, j - 1 do
-            if args[tpos[k]].p.storage == sj then return false end
-         end
-      end
-   end
-   return true
 end
 
 -- Runs entry e's graph on the call's arguments; returns the results packed or unpacked.
@@ -869,7 +459,7 @@ function Compiled:__call(...)
    local c = self.counts
    local e = self.last
    local tensors
-   if e ~= nil and e.fast ~= nil and fast_match(e.fast, args, n) then
+   if e ~= nil and e.fast ~= nil and guard.fast_match(e.fast, args, n) then
       local tpos = e.fast.tpos
       tensors = {}
       for k = 1, #tpos do tensors[k] = args[tpos[k]] end
@@ -881,7 +471,7 @@ function Compiled:__call(...)
          local r = trace_entry(self, key, tensors, args, n)
          e = self.entries[key]
          if e ~= nil then
-            e.fast = fast_signature(args, n, tensors)
+            e.fast = guard.fast_signature(args, n, tensors)
             self.last = e
          end
          return unpack(r, 1, r.n)

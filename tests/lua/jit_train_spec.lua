@@ -389,7 +389,8 @@ describe('tocha.jit.step', function()
          return self.output
       end
       local model = nn.TestJitTrainBranchy()
-      local step = jit.step(model, nn.MSECriterion(), optim.Adam(model:parameters(), {lr = 0.02}))
+      -- strict: an error (without it the step runs in parts: tests/lua/jit_break_spec.lua)
+      local step = jit.step(model, nn.MSECriterion(), optim.Adam(model:parameters(), {lr = 0.02}), {strict = true})
       local x, y = torch.rand(2, 4), torch.randn(2, 1)
       step(x, y) -- eager warm-up
       local ok, err = pcall(step, x, y)
