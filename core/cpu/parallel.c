@@ -2,13 +2,54 @@
  *
  * tc_parallel_for cuts a range into a few tickets per thread; the calling thread and the
  * workers claim tickets until none is left, then the caller waits for the tickets still
- * running. Workers sleep on a condition variable between jobs. One job runs at a time (a
- * mutex serialises callers from different threads); a kernel called from inside a worker
- * runs inline, so nested parallel loops cannot deadlock.
+ * running. Between jobs a worker first spins for up to SPIN_NS watching for the next one,
+ * then sleeps on a condition variable; the caller waits for unfinished tickets the same way.
+ * A training step is a stream of ops a few microseconds apart: woken through the condition
+ * variable every time, a worker came back tens of microseconds late (a futex wake-up, worse
+ * in a VM) and the step of a small model (LeNet) lost a tenth of its time to hand-offs; a
+ * pool left idle sleeps after SPIN_NS, so it costs nothing outside such streams. One job
+ * runs at a time (a mutex serialises callers from different threads); a kernel called from
+ * inside a worker runs inline, so nested parallel loops cannot deadlock.
  */
 #include "gemm.h"
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
+
+#define SPIN_NS 50000 /* how long an idle thread watches for work before it sleeps */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins until *word != old or SPIN_NS have passed (the clock read every 64 rounds). */
+static void spin_while_equal_u64(const uint64_t *word, uint64_t old)
+{
+    int64_t t0 = now_ns();
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == old; i++) {
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() - t0 > SPIN_NS) return;
+    }
+}
+
+static void spin_while_below(const int64_t *word, int64_t target)
+{
+    int64_t t0 = now_ns();
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) < target; i++) {
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() - t0 > SPIN_NS) return;
+    }
+}
 
 #ifdef TC_HAVE_OPENBLAS
 void openblas_set_num_threads(int n);
@@ -98,8 +139,9 @@ static void *worker(void *arg)
     int id = (int)(intptr_t)arg;
     uint64_t seen = 0;
     in_parallel = 1;
-    pthread_mutex_lock(&pool.mu);
     for (;;) {
+        spin_while_equal_u64(&pool.generation, seen);
+        pthread_mutex_lock(&pool.mu);
         while (pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.mu);
         seen = pool.generation;
         int active = id < pool.active;
@@ -109,7 +151,6 @@ static void *worker(void *arg)
             int64_t t, tickets;
             while ((t = claim(job, &tickets)) >= 0) run_ticket(t, tickets, true);
         }
-        pthread_mutex_lock(&pool.mu);
     }
     return NULL;
 }
@@ -177,7 +218,7 @@ void tc_parallel_for(int64_t n, int64_t grain, tc_range_fn fn, void *ctx)
     __atomic_store_n(&pool.claim, (uint64_t)job << 32 | (uint64_t)tickets << 16, __ATOMIC_RELEASE);
     pthread_mutex_lock(&pool.mu);
     pool.active = use; /* workers with id >= use sit this job out */
-    pool.generation++;
+    __atomic_add_fetch(&pool.generation, 1, __ATOMIC_RELEASE); /* spinning workers read it */
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.mu);
 
@@ -186,6 +227,7 @@ void tc_parallel_for(int64_t n, int64_t grain, tc_range_fn fn, void *ctx)
     while ((t = claim(job, &tk)) >= 0) run_ticket(t, tickets, false);
     in_parallel = 0;
 
+    if (__atomic_load_n(&pool.finished, __ATOMIC_ACQUIRE) < tickets) spin_while_below(&pool.finished, tickets);
     if (__atomic_load_n(&pool.finished, __ATOMIC_ACQUIRE) < tickets) {
         pthread_mutex_lock(&pool.mu);
         while (__atomic_load_n(&pool.finished, __ATOMIC_ACQUIRE) < tickets) pthread_cond_wait(&pool.done, &pool.mu);
