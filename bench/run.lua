@@ -1,10 +1,10 @@
 -- run.lua BUILD -- the benchmark runner (`make bench`): runs each workload's tocha and
--- PyTorch scripts alternately (A B A B ...), 5 counted runs after a warm-up pair, takes
+-- PyTorch scripts alternately (A B A B ...), 7 counted runs after a warm-up pair, takes
 -- medians, prints a table and writes it to bench/RESULTS.md with the machine's details.
 -- Each script prints one number; see bench/tocha/*.lua and bench/pytorch/*.py.
 local build = arg[1] or 'build'
 local root = arg[0]:match('^(.*)/bench/[^/]*$') or '.'
-local runs = tonumber(os.getenv('BENCH_RUNS') or '5')
+local runs = tonumber(os.getenv('BENCH_RUNS') or '7')
 local threads = os.getenv('BENCH_THREADS') or '2'
 
 local env = string.format('BENCH_THREADS=%s TOCHA_HOME=%s TOCHA_BUILD=%s/%s LUA_PATH="%s/lua/?.lua;%s/lua/?/init.lua;;"',

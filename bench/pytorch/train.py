@@ -57,13 +57,13 @@ elif workload == 'mlp':
     criterion = nn.CrossEntropyLoss()
     x, y = torch.randn(128, 784), torch.randint(0, 10, (128,))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    steps = 40
+    steps = 100
 elif workload == 'lenet':
     model = LeNet()
     criterion = nn.NLLLoss()
     x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
-    steps = 30
+    steps = 100
 elif workload == 'lstm_lm':
     vocab, emb, hidden, seq, batch = 64, 64, 256, 64, 32
     model = LSTMLM(vocab, emb, hidden)

@@ -40,13 +40,13 @@ elseif workload == 'mlp' then
    criterion = nn.CrossEntropyCriterion()
    x, y = torch.randn(128, 784), torch.LongTensor(128):random(1, 10)
    optimizer = optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
-   steps = 40
+   steps = 100
 elseif workload == 'lenet' then
    model = dofile((arg[0]:match('^(.*)/bench/') or '.') .. '/models/lenet.lua')()
    criterion = nn.ClassNLLCriterion()
    x, y = torch.randn(64, 1, 28, 28), torch.LongTensor(64):random(1, 10)
    optimizer = optim.Adam(model:parameters(), {lr = 0.001})
-   steps = 30
+   steps = 100
 elseif workload == 'lstm_lm' then
    local vocab, emb, hidden, seq, batch = 64, 64, 256, 64, 32
    local embed, lstm, proj = nn.LookupTable(vocab, emb), nn.LSTM(emb, hidden, 2), nn.Linear(hidden, vocab)
