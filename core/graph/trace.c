@@ -499,7 +499,12 @@ done:
     S->depth--;
     if (S->depth == 0) {
         S->njk = S->njs = 0;
-        if (++S->since_sweep >= 256) tc_trace_sweep(S), S->since_sweep = 0;
+        /* The trace holds every storage it has seen until a sweep lets go of those only it
+         * holds: sweep every 256 calls, or sooner once 8 MB were taken on since the last
+         * sweep (an LSTM step's trace peaked at twice the eager step's memory with calls
+         * alone counted). */
+        if (++S->since_sweep >= 256 || S->retained_bytes >= ((int64_t)8 << 20))
+            tc_trace_sweep(S), S->since_sweep = 0, S->retained_bytes = 0;
     }
     if (ids != small) free(ids);
     return s;

@@ -152,6 +152,7 @@ tc_status tc_trace_sto_get(tstate *S, tc_storage *s, sentry **out)
     memset(e, 0, sizeof *e);
     e->s = s, e->state = 1, e->root = -1;
     tc_storage_retain(s);
+    S->retained_bytes += s->nbytes;
     *out = e;
     return TC_OK;
 }
