@@ -401,4 +401,12 @@ TEST(graph_control_dead_node_frees_its_subgraphs)
     CHECK(tc_graph_live_nodes(g) == 1);
     CHECK(after.tensors_live < before.tensors_live); /* the condition's constant went with it */
     tc_graph_free(g);
+    /* an unused subgraph is freed directly, its constant too; NULL is accepted, as free() */
+    tc_graph *unused = less_graph(100);
+    CHECK(unused != NULL);
+    tc_memory_stats(&before);
+    tc_control_sub_free(unused);
+    tc_memory_stats(&after);
+    CHECK(after.tensors_live < before.tensors_live);
+    tc_control_sub_free(NULL);
 }
