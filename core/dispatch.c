@@ -124,6 +124,8 @@ static inline void bump_version(tc_tensor *t)
     if (t && t->storage) t->storage->version++;
 }
 
+_Thread_local bool tc_exec_shape_only;
+
 tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
 {
     if (tc_trace_active) return tc_trace_op_run(op, in, nin, p, out, nout);
@@ -159,7 +161,7 @@ tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_par
     if (!p) p = &no_params;
     /* Fast path for tiny elementwise calls (see tc_cpu_ew_fast): a given result of the
      * right shape, or a fresh one shaped like the first input. */
-    if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0]) {
+    if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0] && !tc_exec_shape_only) {
         tc_tensor *o = out[0];
         if (o && o->dtype == in[0]->dtype && tc_same_shape(o, in[0])) {
             if (tc_cpu_ew_fast(op, info, in, nin, p, o)) {
@@ -208,7 +210,7 @@ tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_par
     TRY(prepare_of_kind[info->kind](&k, &spec));
     bool fresh[2] = {false, false};
     tc_status s = setup_outputs(&k, &spec, res, fresh);
-    if (s == TC_OK) {
+    if (s == TC_OK && !tc_exec_shape_only) { /* shape-only: results allocated, not computed */
         k.nout = spec.nout;
         s = kern(&k);
     }

@@ -78,6 +78,10 @@ extern int tc_ag_anomaly_on;
 
 /* The graph being recorded on this thread, or NULL (tc_op_run tests it once per call). */
 extern _Thread_local struct tc_graph *tc_trace_active;
+/* Set by a shape-only trace (core/graph/trace.c) around a call it records without
+ * computing: tc_op_exec checks and allocates the results but runs no kernel, and prepare
+ * steps skip their checks of input values (which are undefined then). */
+extern _Thread_local bool tc_exec_shape_only;
 /* tc_op_run while a trace is active: runs the call (through autograd when wanted) and
  * records it into the graph. */
 tc_status tc_trace_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out,

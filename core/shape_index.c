@@ -99,7 +99,7 @@ static tc_status vector_index(const char *op, const tc_tensor *idx)
 /* Every index value lies in [0, size) of dim d. */
 static tc_status index_values(const char *op, const tc_tensor *idx, int d, int64_t size)
 {
-    if (!idx->storage || !on_cpu(idx)) return TC_OK;
+    if (!idx->storage || !on_cpu(idx) || tc_exec_shape_only) return TC_OK;
     if (tc_tensor_is_contiguous(idx)) { /* the common case: one branch-light pass */
         const int64_t *v = (const int64_t *)tc_base(idx);
         int64_t n = tc_tensor_numel(idx), bad = 0;
@@ -197,6 +197,9 @@ static tc_status mask_fits(const char *op, const tc_tensor *mask, const tc_tenso
 
 static tc_status count_on_cpu(const char *op, const tc_tensor *t)
 {
+    if (tc_exec_shape_only)
+        return tc_set_error(TC_ERR_UNSUPPORTED,
+                            "%s: the result's size depends on values that a shape-only trace does not compute", op);
     if (on_cpu(t)) return TC_OK;
     return tc_set_error(TC_ERR_DEVICE, "%s: data-dependent sizes are computed on the CPU only", op);
 }

@@ -78,6 +78,7 @@ static tc_status check_no_overlap(const char *op, const tc_tensor *t)
 /* Every element of p must lie in [lo, hi] (NaN fails). */
 static tc_status check_values(const char *op, const char *what, const tc_tensor *p, double lo, double hi)
 {
+    if (tc_exec_shape_only) return TC_OK; /* undefined values: the graph run checks them */
     tc_elem_iter it;
     tc_elem_iter_init(&it, p);
     char *e;
@@ -154,7 +155,7 @@ static tc_status prepare_multinomial(const tc_kcall *k, tc_outspec *spec)
                             (long long)samples, (long long)ncat);
     int64_t es = tc_elsize(p->dtype), rs = p->ndim == 2 ? p->stride[0] : 0, cs = p->stride[p->ndim - 1];
     const char *base = tc_base(p);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows && !tc_exec_shape_only; r++) { /* shape-only: values undefined */
         double sum = 0;
         int64_t nonzero = 0;
         for (int64_t j = 0; j < ncat; j++) {

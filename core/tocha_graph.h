@@ -38,6 +38,16 @@ tc_status tc_trace_output(tc_graph *g, const tc_tensor *t);
 /* Whether writes into captured tensors are recorded as write-backs (1) or refused (0,
  * the default: "tracing mutates a captured tensor"). */
 tc_status tc_trace_allow_mutation(tc_graph *g, int allow);
+/* Shape-only recording (1; 0, the default, computes every call as eager mode does): a
+ * call whose results depend on a graph input, a captured tensor or a random draw -- or that
+ * writes a captured tensor -- is recorded with its results allocated but not computed
+ * (their values are undefined), and nothing captured is written. Calls on constants still
+ * run, so every value tc_trace_is_dynamic calls static is real. The trace then costs the
+ * graph's shapes instead of an eager step's memory, and leaves all state as it was (a
+ * compiled training step runs the graph for the traced step). Calls that need the values
+ * (data-dependent sizes: masked_select, nonzero, masked_copy; control flow) fail the
+ * trace; record again without this. Set it before the first recorded call. */
+tc_status tc_trace_shape_only(tc_graph *g, int on);
 /* Stops recording. After an error inside the trace, end still stops it and returns the
  * first error (the graph is then unusable). */
 tc_status tc_trace_end(tc_graph *g);

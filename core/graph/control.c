@@ -317,6 +317,9 @@ static tc_status sub_begin(tc_graph **sub, bool need_outer)
         return tc_set_error(TC_ERR_ARG, "control: no trace is active to record a subgraph into");
     if (depth == MAX_SUB_DEPTH)
         return tc_set_error(TC_ERR_ARG, "control: control flow nested more than %d deep", MAX_SUB_DEPTH);
+    if (tc_trace_is_shape_only(tc_trace_active)) /* the branches would run on undefined values */
+        return tc_set_error(TC_ERR_UNSUPPORTED, "control: cond and while_loop need the values of their operands, "
+                                                "which a shape-only trace does not compute");
     tc_graph *outer = tc_trace_suspend();
     tc_status st = tc_trace_begin(sub);
     if (st) {

@@ -32,6 +32,13 @@
  *
  * A call that fails leaves the graph as it was: values and keys created while looking up
  * its inputs are undone from a journal (nested recorded calls included).
+ *
+ * Shape-only traces (tc_trace_shape_only) run no kernel: every call but a view is
+ * recorded with its results allocated and never written (their pages are never touched),
+ * nothing captured is written, and no random number is drawn. The results are marked
+ * dynamic, so Lua cannot read one without a graph break. Skipping even the calls on
+ * constants matters: the gradient rules' zero-filled buffers alone touched 178 MB while
+ * an LSTM LM step was traced. The dispatcher sees the skip through tc_exec_shape_only.
  */
 #include "trace_state.h"
 #include <stdio.h>
@@ -68,7 +75,10 @@ static tc_status new_snapshot(tc_graph *g, tstate *S, const tc_tensor *t, int32_
     else TRY(tc_tensor_alloc((tc_dtype)t->dtype, t->ndim, t->size, &c));
     tc_tensor *res[1] = {c};
     tc_params p = {.i = {-1}};
+    bool skipping = tc_exec_shape_only; /* a constant's values are real, even inside a skipped call */
+    tc_exec_shape_only = false;
     tc_status s = t->storage && tc_tensor_numel(t) ? tc_op_exec(TC_OP_COPY, &t, 1, &p, res, 1) : TC_OK;
+    tc_exec_shape_only = skipping;
     if (s == TC_OK) s = tc_graph_add_const(g, c, id);
     tc_tensor_release(c);
     if (s) return s;
@@ -444,9 +454,10 @@ static tc_status trace_run(tc_graph *g, tc_op op, const tc_tensor *const *in, in
         goto done;
     }
     tc_tensor *given[2] = {out[0], nout > 1 ? out[1] : NULL};
-    tc_trace_active = NULL, executing = g;
+    bool skip = S->shape_only && !view, prev_skip = tc_exec_shape_only;
+    tc_trace_active = NULL, executing = g, tc_exec_shape_only = skip;
     s = exec_call(op, in, nin, p, out, nout, autograd_ok);
-    tc_trace_active = prev_active, executing = prev_exec;
+    tc_trace_active = prev_active, executing = prev_exec, tc_exec_shape_only = prev_skip;
     if (s) { /* the op's own error: unchanged, and the graph as it was */
         if (!g->trace_error) rollback(g, S, &m);
         goto done;
@@ -481,7 +492,7 @@ static tc_status trace_run(tc_graph *g, tc_op op, const tc_tensor *const *in, in
         if (S->loc && !S->loc_arena) S->loc_arena = tc_graph_strdup(g, S->loc);
         nd->where = S->loc_arena;
     }
-    bool dyn = info->kind == TC_KIND_RANDOM;
+    bool dyn = skip || info->kind == TC_KIND_RANDOM;
     for (int i = 0; i < nin; i++) dyn = dyn || (ids[i] >= 0 && S->dyn[ids[i]]);
     for (int o = 0; o < nrec && s == TC_OK; o++) {
         s = tc_trace_facts_set(S, outs[o], dyn, -1);
@@ -599,6 +610,20 @@ void tc_trace_free_state(tc_graph *g)
     g->trace_state = NULL;
     if (tc_trace_active == g) tc_trace_active = NULL;
 }
+
+tc_status tc_trace_shape_only(tc_graph *g, int on)
+{
+    if (!g) return tc_set_error(TC_ERR_ARG, "trace shape_only: NULL graph");
+    tstate *S = ST(g);
+    if (!S) return tc_set_error(TC_ERR_ARG, "trace shape_only: the graph is not being traced");
+    if (g->nnodes > 0)
+        return tc_set_error(TC_ERR_ARG, "trace shape_only: set it before the first recorded call (%d recorded)",
+                            (int)g->nnodes);
+    S->shape_only = on != 0;
+    return TC_OK;
+}
+
+bool tc_trace_is_shape_only(const tc_graph *g) { return g && ST(g) && ST(g)->shape_only; }
 
 tc_status tc_trace_end(tc_graph *g)
 {

@@ -27,6 +27,8 @@ tc_status tc_trace_bind(tc_graph *g, const tc_tensor *t, int32_t val);
  * and ended (a subgraph). */
 tc_graph *tc_trace_suspend(void);
 void tc_trace_resume(tc_graph *g);
+/* Whether g is being traced shape-only (tc_trace_shape_only). */
+bool tc_trace_is_shape_only(const tc_graph *g);
 /* For calls the autograd machinery makes on the kernel path of a traced call (node.c's
  * copy of a saved input the call overwrites): recorded like an op of the trace when a
  * traced call is executing on this thread, else plain tc_op_exec. Never goes through

@@ -51,6 +51,7 @@ typedef struct tstate {
     tc_storage **jsto;
     int32_t njs, capjs;
     int depth;
+    bool shape_only;         /* tc_trace_shape_only: dynamic calls are recorded, not computed */
     int32_t since_sweep;     /* top-level calls recorded since the last tc_trace_sweep */
     int64_t retained_bytes;  /* bytes of the storages first retained since then */
     char err[512]; /* the first recording error's message */

@@ -8,6 +8,7 @@
 -- that one function; the class only translates its hyper-parameter names.
 local ffi = require 'ffi'
 local PTR = torch._elem.PTR
+local C = torch._C
 local U = {}
 
 -- Error at `level` (2 = the caller of the function calling U.fail) naming the algorithm.
@@ -111,8 +112,16 @@ function U.buf(state, key, x, fill)
    return b
 end
 
--- A scratch tensor of x's size kept in state (contents undefined).
+-- A scratch tensor of x's size kept in state (contents undefined). While a graph trace
+-- records the step (tocha.jit.step), a fresh tensor instead, and the kept one is dropped:
+-- kept in state, the scratch would be captured and written back by every graph run (one
+-- more parameter-sized buffer each, live for good); fresh, it is a value inside the graph,
+-- which fusion removes or the memory plan shares.
 function U.tmp(state, key, x)
+   if C.tc_trace_current() ~= nil then
+      state[key] = nil
+      return x.new():resizeAs(x)
+   end
    local b = state[key]
    if b == nil or not b:isSameSizeAs(x) then
       b = x.new():resizeAs(x)

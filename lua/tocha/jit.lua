@@ -244,7 +244,7 @@ local gp = ffi.new('tc_graph*[1]')
 
 -- The core of trace and compile. Never raises: returns ok, graph or error message, the
 -- results (packed), the break ({where, reason}) if one happened.
-local function trace_core(fn, args, n, tensors, key, allow_mutation, level)
+local function trace_core(fn, args, n, tensors, key, allow_mutation, level, shape_only)
    if C.tc_trace_current() ~= nil or active ~= nil then
       return false, caller_where(level) .. ': tocha.jit: a trace is already running (traces do not nest; ' ..
                     'call the function directly inside a traced function)'
@@ -256,6 +256,7 @@ local function trace_core(fn, args, n, tensors, key, allow_mutation, level)
       return false, caller_where(level + 1) .. ': ' .. msg
    end
    if C.tc_trace_allow_mutation(ptr, allow_mutation and 1 or 0) ~= 0 then return fail(ffi.string(C.tc_last_error())) end
+   if shape_only and C.tc_trace_shape_only(ptr, 1) ~= 0 then return fail(ffi.string(C.tc_last_error())) end
    for i = 1, #tensors do
       if C.tc_trace_input(ptr, tensors[i].p) ~= 0 then return fail(ffi.string(C.tc_last_error())) end
    end
@@ -319,10 +320,13 @@ end
 -- For model:compile and tocha.jit.step (jit_module.lua, jit_train.lua): jit.trace that
 -- never raises for what happens inside fn. Returns true, graph, results (packed), or false,
 -- the message and the graph break ({where, reason, advice}; nil for other errors).
+-- opts.shape_only: record without computing what depends on the arguments or captured
+-- tensors (tc_trace_shape_only); the results' values are then undefined.
 function jit._try_trace(fn, args, opts)
    local n = args.n or #args
    local tensors, key = flatten(args, n, 2)
-   local ok, g, res, broke = trace_core(fn, args, n, tensors, key, opts ~= nil and opts.allow_mutation or false, 2)
+   local ok, g, res, broke = trace_core(fn, args, n, tensors, key, opts ~= nil and opts.allow_mutation or false, 2,
+                                        opts ~= nil and opts.shape_only)
    if not ok then return false, g, broke end
    return true, g, res
 end

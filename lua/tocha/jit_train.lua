@@ -137,7 +137,7 @@ function M.step(model, criterion, optimizer, opts)
       model = model, criterion = criterion, optimizer = optimizer, algo = algo, passes = passes,
       warmup = warmup, cache = cache_new(guard.check_cache_size(who, opts.max_cache, 2), who),
       strict = opts.strict and true or false,
-      counts = {traces = 0, hits = 0, eager_steps = 0, discarded = 0, part_steps = 0},
+      counts = {traces = 0, hits = 0, eager_steps = 0, discarded = 0, part_steps = 0, shape_only = 0},
       last = nil, unstable = 0,
    }, Step)
    -- the traced step; the loss is returned as the graph's output
@@ -203,10 +203,95 @@ local function step_key(self, input, target, hs)
    return tensors, table.concat(parts, '|')
 end
 
+-- The optimizer's per-parameter state tables, shallow-copied, and putting them back: a
+-- shape-only trace runs the optimizer's Lua bookkeeping for real (prep: step counts, the
+-- per-step scalars; state it creates holds undefined values), so a shape-only trace that
+-- is thrown away restores every table, and drops those it created, before the step runs
+-- another way.
+local function state_tables(opt)
+   local copy = {}
+   for _, g in ipairs(opt.param_groups) do
+      for _, p in ipairs(g.params) do
+         local st = opt.state[p]
+         local c = false
+         if st ~= nil then
+            c = {table = st, fields = {}}
+            for k, v in pairs(st) do c.fields[k] = v end
+         end
+         copy[p] = c
+      end
+   end
+   return copy
+end
+
+local function restore_tables(opt, copy)
+   for p, c in pairs(copy) do
+      if not c then
+         opt.state[p] = nil
+      else
+         local st = c.table
+         opt.state[p] = st
+         for k in pairs(st) do if c.fields[k] == nil then st[k] = nil end end
+         for k, v in pairs(c.fields) do st[k] = v end
+      end
+   end
+end
+
+-- Compiles a traced step's graph and caches it under key; returns the cache entry.
+local function install(self, g, key, tensors, input, target, hs)
+   local opt = self.optimizer
+   g:compile(self.passes)
+   -- what the runner redoes before each graph run: the per-step scalars of every parameter
+   -- the traced step updated (those with a gradient), with the group's hyper-parameters
+   local plist, groups = {}, {}
+   for gi, grp in ipairs(opt.param_groups) do
+      groups[gi] = {options = group_options(grp), h = hs[gi], group = grp}
+      for _, p in ipairs(grp.params) do
+         local st = opt.state[p]
+         if st ~= nil and p.grad ~= nil then
+            plist[#plist + 1] = {p = p, gi = gi, st = st, storage = p.p.storage, scal = st._scal}
+         end
+      end
+   end
+   local simple = isT(input) and isT(target) and #tensors == 2 and tensors[1] == input and tensors[2] == target
+   local e = {graph = g, key = key, plist = plist, groups = groups, train = self.model.train,
+              simple = simple, xg = isT(input) and geom_of(input), yg = isT(target) and geom_of(target),
+              out = ffi.new('tc_tensor*[?]', math.max(g.noutputs, 1)),
+              ins = ffi.new('const tc_tensor*[?]', math.max(g.ninputs, 1))}
+   cache_put(self.cache, key, e, free_entry)
+   self.last = e
+   return e
+end
+
+-- A step is traced shape-only first (tc_trace_shape_only): the ops that depend on the
+-- data, the parameters or the optimizer state are recorded without being computed and
+-- nothing captured is written, so tracing costs the graph's shapes rather than a whole
+-- eager step's memory; the graph then runs this step. A shape-only trace that cannot
+-- finish (a graph break, an op that needs values, the optimizer making new state) is
+-- thrown away, the optimizer's bookkeeping put back, and the step traced again computing
+-- everything, as below.
+local run_entry
+
 local function trace_step(self, key, tensors, input, target, hs)
    local opt = self.optimizer
    local before = state_snapshot(opt)
    self.counts.traces = self.counts.traces + 1
+   if not self.computed_trace then
+      local tables = state_tables(opt)
+      local ok, g = jit._try_trace(self.body, {input, target, n = 2}, {allow_mutation = true, shape_only = true})
+      if ok and not state_changed(opt, before) then
+         self.unstable = 0
+         self.counts.shape_only = self.counts.shape_only + 1
+         local e = install(self, g, key, tensors, input, target, hs)
+         self.counts.hits = self.counts.hits - 1 -- the traced step's own run is no hit
+         local run_ok, v = pcall(run_entry, self, e, tensors, 0)
+         if run_ok then return v end
+         restore_tables(opt, tables) -- the failed run changed nothing; nor does this step
+         error(v, 2) -- tail calls from Step:__call: 2 is the user's line
+      end
+      if ok then g:free() else self.computed_trace = true end -- a failure: this step needs values
+      restore_tables(opt, tables)
+   end
    local snap = parts.snapshot(self.model, opt)
    local ok, g, res = jit._try_trace(self.body, {input, target, n = 2}, {allow_mutation = true})
    if not ok then
@@ -237,26 +322,7 @@ local function trace_step(self, key, tensors, input, target, hs)
       return value
    end
    self.unstable = 0
-   g:compile(self.passes)
-   -- what the runner redoes before each graph run: the per-step scalars of every parameter
-   -- the traced step updated (those with a gradient), with the group's hyper-parameters
-   local plist, groups = {}, {}
-   for gi, grp in ipairs(opt.param_groups) do
-      groups[gi] = {options = group_options(grp), h = hs[gi], group = grp}
-      for _, p in ipairs(grp.params) do
-         local st = opt.state[p]
-         if st ~= nil and p.grad ~= nil then
-            plist[#plist + 1] = {p = p, gi = gi, st = st, storage = p.p.storage, scal = st._scal}
-         end
-      end
-   end
-   local simple = isT(input) and isT(target) and #tensors == 2 and tensors[1] == input and tensors[2] == target
-   local e = {graph = g, key = key, plist = plist, groups = groups, train = self.model.train,
-              simple = simple, xg = isT(input) and geom_of(input), yg = isT(target) and geom_of(target),
-              out = ffi.new('tc_tensor*[?]', math.max(g.noutputs, 1)),
-              ins = ffi.new('const tc_tensor*[?]', math.max(g.ninputs, 1))}
-   cache_put(self.cache, key, e, free_entry)
-   self.last = e
+   install(self, g, key, tensors, input, target, hs)
    return value
 end
 
@@ -295,13 +361,13 @@ local function prepare(self, e)
    return true
 end
 
-local function run_entry(self, e, tensors)
+run_entry = function(self, e, tensors, level)
    local g = e.graph
    local IN, OUT = e.ins, e.out
    for i = 1, g.ninputs do IN[i - 1] = tensors[i].p end
    if C.tc_graph_run(g.ptr, IN, g.ninputs, OUT, g.noutputs) ~= 0 then
       for i = 0, g.ninputs - 1 do IN[i] = nil end
-      error('tocha.jit.step: ' .. ffi.string(C.tc_last_error()), 3)
+      error('tocha.jit.step: ' .. ffi.string(C.tc_last_error()), level or 3)
    end
    for i = 0, g.ninputs - 1 do IN[i] = nil end
    for i = 2, g.noutputs do C.tc_tensor_release(OUT[i - 1]) end
@@ -319,7 +385,7 @@ local function slow_call(self, input, target)
    if e ~= nil then
       self.last = e
       if e.parts then return parts.step_run(self, e, input, target) end
-      if prepare(self, e) then return run_entry(self, e, tensors) end
+      if prepare(self, e) then return run_entry(self, e, tensors, 2) end -- tail calls: 2 is the user
       -- what the graph captured is gone (load_state_dict, type(), getParameters()): trace again
       self.cache.entries[key], self.cache.n = nil, self.cache.n - 1
       free_entry(e)
@@ -347,11 +413,12 @@ function Step:graph()
 end
 
 -- step:stats(): {traces, hits, eager_steps, discarded, part_steps (steps run in parts after a
--- graph break), retraces, entries}.
+-- graph break), shape_only (traces recorded shape-only), retraces, entries}.
 function Step:stats()
    local c = self.counts
    return {traces = c.traces, hits = c.hits, eager_steps = c.eager_steps, discarded = c.discarded,
-           part_steps = c.part_steps, retraces = self.cache.retraces, entries = self.cache.n}
+           part_steps = c.part_steps, shape_only = c.shape_only, retraces = self.cache.retraces,
+           entries = self.cache.n}
 end
 
 -- step:moduleStats(): for steps in parts, {[path] = {module, traces, hits, eager_calls,

@@ -270,6 +270,7 @@ describe('tocha.jit.step', function()
             assert_same_params(pe, pc, TOL[dt], name)
             local st = step:stats()
             assert.are.equal(1, st.traces)
+            assert.are.equal(1, st.shape_only) -- recorded without computing; the graph ran that step
             assert.are.equal(1, st.eager_steps)
             assert.are.equal(4, st.hits)
          end)
@@ -370,6 +371,84 @@ describe('tocha.jit.step', function()
       local lc, pc = run(true)
       assert_same_losses(le, lc, 1e-5, 'load_state_dict')
       assert_same_params(pe, pc, 1e-5, 'load_state_dict')
+   end)
+
+   -- The traced step is recorded shape-only (lua/tocha/jit_train.lua, tc_trace_shape_only);
+   -- these cover its fallbacks, its bookkeeping and its first graph run.
+   it('traces again computing values when the step reads a value it computed (same trajectory)', function()
+      local spec = function()
+         local s = tiny('Adam', {lr = 0.02})()
+         local mse = s.criterion
+         s.criterion = function(out, y)
+            local k = (torch.ones(1) * 2)[1] -- a constant made inside the step, read from Lua
+            return mse(out, y) * k
+         end
+         return s
+      end
+      local le, pe = train_pytorch(spec, 6, false, 'torch.DoubleTensor')
+      local lc, pc, step = train_pytorch(spec, 6, true, 'torch.DoubleTensor')
+      assert_same_losses(le, lc, 1e-12, 'read in the step')
+      assert_same_params(pe, pc, 1e-12, 'read in the step')
+      local st = step:stats()
+      assert.are.same({1, 0, 4}, {st.traces, st.shape_only, st.hits})
+   end)
+
+   it('with warmup = 0, puts back the state the shape-only trace made (same trajectory)', function()
+      for _, o in ipairs({{'Adam', {lr = 0.02}}, {'SGD', {lr = 0.05, momentum = 0.9}}}) do
+         local spec = function()
+            local s = tiny(o[1], o[2])()
+            s.opts = {warmup = 0}
+            return s
+         end
+         local le, pe = train_pytorch(spec, 5, false, 'torch.DoubleTensor')
+         local lc, pc, step = train_pytorch(spec, 5, true, 'torch.DoubleTensor')
+         assert_same_losses(le, lc, 1e-12, o[1] .. ' warmup 0')
+         assert_same_params(pe, pc, 1e-12, o[1] .. ' warmup 0')
+         local st = step:stats()
+         assert.are.same({2, 1, 1, 0, 3}, {st.traces, st.shape_only, st.discarded, st.eager_steps, st.hits})
+      end
+   end)
+
+   it('keeps no scratch tensors in the optimizer state while compiled; eager steps make them again', function()
+      torch.manualSeed(2)
+      local model = nn.Sequential():add(nn.Linear(3, 2))
+      local opt = optim.Adam(model:parameters(), {lr = 0.01})
+      local step = jit.step(model, nn.MSECriterion(), opt)
+      local x, y = torch.randn(4, 3), torch.randn(4, 2)
+      step(x, y) -- eager: Adam keeps _denom and _num in its state
+      local w = model:parameters()[1]
+      assert.is_not_nil(opt.state[w]._denom)
+      step(x, y); step(x, y)
+      assert.is_nil(opt.state[w]._denom)
+      assert.is_nil(opt.state[w]._num)
+      assert.are.equal(3, opt.state[w].t)
+      opt:zero_grad()
+      nn.MSECriterion()(model(x), y):backward()
+      opt:step()
+      assert.is_not_nil(opt.state[w]._denom)
+      assert.are.equal(4, opt.state[w].t)
+   end)
+
+   it('a bad target fails the traced step at the caller\'s line and changes nothing', function()
+      torch.manualSeed(5)
+      local model = nn.Sequential():add(nn.Linear(4, 3))
+      local opt = optim.Adam(model:parameters(), {lr = 0.1})
+      local step = jit.step(model, nn.CrossEntropyCriterion(), opt)
+      local x, y = torch.randn(5, 4), torch.LongTensor({1, 2, 3, 1, 2})
+      step(x, y) -- eager warm-up
+      local w = model:parameters()[1]
+      local w0, m0 = w:clone(), opt.state[w].m:clone()
+      local ok, err = pcall(function()
+         local v = step(x, torch.LongTensor({1, 2, 9, 1, 2})) -- this line is named
+         return v
+      end)
+      assert.is_false(ok)
+      assert.matches('jit_train_spec.lua:%d+: tocha.jit.step: gather: index 8 out of range', err)
+      assert.are.equal(1, opt.state[w].t) -- Adam's step count as before the call
+      assert.are.equal(0, (w - w0):abs():max())
+      assert.are.equal(0, (opt.state[w].m - m0):abs():max())
+      assert.is_number(step(x, y))
+      assert.are.equal(2, opt.state[w].t)
    end)
 
    it('names the line of a data-dependent branch (examples/control_flow.lua)', function()
