@@ -54,6 +54,10 @@ tc_status tc_broadcast_shapes(const char *opname, const tc_tensor *const *ts, in
 /* Strides of t viewed at the broadcast shape (0 along broadcast dims). */
 void tc_broadcast_strides(const tc_tensor *t, int ndim, const int64_t *sizes, int64_t *strides);
 bool tc_same_shape(const tc_tensor *a, const tc_tensor *b);
+/* Whether a and b share bytes: the same storage and overlapping element spans. Kernels that
+ * must not write what they still read test this, not the storage alone: a compiled graph
+ * keeps all its values in one arena storage. */
+bool tc_tensor_overlaps(const tc_tensor *a, const tc_tensor *b);
 /* Byte address of element 0 of t. */
 static inline char *tc_base(const tc_tensor *t)
 {

@@ -443,3 +443,31 @@ double tc_tensor_item(const tc_tensor *t)
     char *p = tc_base(t);
     return p ? tc_load_as_double(t->dtype, p) : 0.0;
 }
+
+/* ---- overlap ------------------------------------------------------------------------------ */
+
+/* Byte span [lo, hi) that t's elements occupy in its storage (empty: lo == hi). */
+static void byte_span(const tc_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t es = tc_elsize(t->dtype), first = t->offset;
+    int64_t last = first;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] == 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t reach = (t->size[d] - 1) * t->stride[d];
+        if (reach < 0) first += reach;
+        else last += reach;
+    }
+    *lo = first * es, *hi = (last + 1) * es;
+}
+
+bool tc_tensor_overlaps(const tc_tensor *a, const tc_tensor *b)
+{
+    if (!a->storage || a->storage != b->storage) return false;
+    int64_t alo, ahi, blo, bhi;
+    byte_span(a, &alo, &ahi);
+    byte_span(b, &blo, &bhi);
+    return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
+}

@@ -451,7 +451,7 @@ static bool writes_dst(tc_op op)
     }
 }
 
-static bool shares(const tc_tensor *a, const tc_tensor *b) { return a->storage && a->storage == b->storage; }
+static bool shares(const tc_tensor *a, const tc_tensor *b) { return tc_tensor_overlaps(a, b); }
 
 /* dst = src, same dtype and shape, through the convert kernel (coalesced, threaded). */
 static tc_status copy_into(tc_tensor *dst, const tc_tensor *src)

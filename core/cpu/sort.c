@@ -232,7 +232,7 @@ static tc_status sort_kernel(const tc_kcall *k)
     tc_tensor *vals = k->out[0], *idx = k->out[1], *copy = NULL;
     if (tc_tensor_numel(vals) == 0 || tc_tensor_numel(x) == 0) return TC_OK;
     /* A result sharing x's memory would overwrite rows still to be read: read a copy. */
-    if (vals->storage == x->storage || idx->storage == x->storage) {
+    if (tc_tensor_overlaps(vals, x) || tc_tensor_overlaps(idx, x)) {
         TRY(tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, &copy));
         tc_tensor *o[1] = {copy};
         const tc_tensor *i[1] = {x};

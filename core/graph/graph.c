@@ -705,6 +705,22 @@ tc_status tc_graph_dot(const tc_graph *g, const char *path)
 
 /* ---- the pipeline ----------------------------------------------------------------------------- */
 
+/* The node and value arrays grew by doubling while tracing, and the passes removed many
+ * entries: gives the unused tails back before the plan is made (the LSTM LM's graph kept
+ * 8192 node and 16384 value slots for 5457 and 5533). Nothing is appended after compiling. */
+static void shrink_to_fit(tc_graph *g)
+{
+    int32_t nn = g->nnodes > 0 ? g->nnodes : 1, nv = g->nvals > 0 ? g->nvals : 1;
+    if (nn < g->capnodes) {
+        tc_gnode *p = realloc(g->nodes, sizeof *p * (size_t)nn);
+        if (p) g->nodes = p, g->capnodes = nn;
+    }
+    if (nv < g->capvals) {
+        tc_gval *p = realloc(g->vals, sizeof *p * (size_t)nv);
+        if (p) g->vals = p, g->capvals = nv;
+    }
+}
+
 tc_status tc_graph_compile(tc_graph *g, unsigned passes)
 {
     if (!g) return tc_set_error(TC_ERR_ARG, "graph compile: NULL graph");
@@ -720,6 +736,7 @@ tc_status tc_graph_compile(tc_graph *g, unsigned passes)
     if (passes & TC_PASS_FUSE) TRY(tc_pass_fuse(g));
     if (passes & TC_PASS_INPLACE) TRY(tc_pass_inplace(g));
     TRY(tc_pass_memplan(g));
+    shrink_to_fit(g);
 #if defined(__GLIBC__)
     /* Tracing ran a whole eager step and the passes folded constants: what they freed
      * stays in glibc's heap, and the plan's arena would come on top of it. Handing the free
