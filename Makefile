@@ -33,7 +33,8 @@ NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -arch=sm_90 -Icore
 CORE_SRC  := $(wildcard core/*.c core/cpu/*.c core/autograd/*.c core/data/*.c core/graph/*.c)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CUDA_SRC  := $(wildcard core/cuda/*.cu)
-CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_CSRC := $(wildcard core/cuda/*.c)
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o) $(CUDA_CSRC:%.c=$(BUILD)/%.o)
 EMBED_SRC := bindings/embed.c
 CTEST_SRC := $(wildcard tests/c/test_*.c) tests/c/gradcheck.c
 
@@ -44,6 +45,7 @@ EXE       := $(BUILD)/tocha
 EMBEDHOST := $(BUILD)/embed_host
 CTESTS    := $(BUILD)/tests/ctest
 CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
+MOCKLIB   := $(BUILD)/tests/libtocha_cuda_mock.so
 
 .PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
@@ -80,6 +82,10 @@ $(EMBEDHOST): examples/embed_host.c bindings/tocha_embed.h core/tocha.h $(EMBEDL
 $(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+# Plain C parts of the backend (the caching allocator): nvcc hands them to the host compiler.
+$(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # The CUDA runtime is linked statically: the .so then loads without libcudart.so on the
 # library path, and a machine without a driver gets "no CUDA driver", not a dlopen failure.
@@ -91,12 +97,23 @@ $(BUILD)/core/cuda_loader.o: core/cuda/cuda_api.h
 cuda: $(CUDALIB)
 
 # ---- tests -------------------------------------------------------------------------------
-$(CTESTS): $(CTEST_SRC) $(wildcard tests/c/*.h) $(LIB)
+# The caching allocator's source is compiled into the test binary too (test_cuda_alloc.c
+# drives it over a fake device); it is not part of libtocha.
+$(CTESTS): $(CTEST_SRC) $(wildcard tests/c/*.h) $(LIB) core/cuda/cache_alloc.c core/cuda/cache_alloc.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests/c $(CFLAGS) -o $@ $(CTEST_SRC) core/cuda/cache_alloc.c -L$(BUILD) -ltocha \
+	    -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 # test_cuda.c checks the backend `make` built here (or, without nvcc, that none is found).
 $(CTESTS): private CPPFLAGS += -DTC_TEST_CUDA_BUILT=$(if $(CUDALIB),1,0)
-$(CTESTS): $(CUDALIB) core/cuda/cuda_api.h
+$(CTESTS): $(CUDALIB) $(MOCKLIB) core/cuda/cuda_api.h
+
+# The mock CUDA backend (tests/c/mock_cuda.c): the whole tc_cuda_api table over host memory
+# and the same caching allocator, built with the C compiler on every machine. Point
+# TOCHA_CUDA_LIB at it to run CUDA code paths without a GPU (docs/cuda.md).
+$(MOCKLIB): tests/c/mock_cuda.c core/cuda/cache_alloc.c core/cuda/cache_alloc.h core/cuda/cuda_api.h core/tocha.h \
+            core/ops.def core/scalar_math.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -shared -o $@ tests/c/mock_cuda.c core/cuda/cache_alloc.c -lm -lpthread
 
 deps:
 	@sh .ci/deps.sh

@@ -11,6 +11,10 @@
  * for the life of the process (loading runs once, under pthread_once); tc_cuda_probe
  * answers afresh for a given path without touching the cache (tests, diagnostics).
  *
+ * The tc_cuda_* entry points of tocha.h (memory statistics, empty_cache, device selection,
+ * raw device memory) live at the end: each checks availability and the device ordinal and
+ * passes the backend's message on. The device selection is kept here, per thread.
+ *
  * NOTE: the backend is opened with RTLD_NODELETE and never closed: the CUDA runtime inside
  * it registers exit-time handlers, and unmapping its code would leave them dangling.
  */
@@ -164,4 +168,95 @@ int tc_cuda_probe(const char *path, char *why, size_t cap)
     load(path, origin, &st);
     if (why && cap) snprintf(why, cap, "%s", st.available ? "" : st.why);
     return st.available;
+}
+
+/* ---- memory and device selection (the table's version-2 entries) ----------------------- */
+
+/* The table, or TC_ERR_DEVICE "cuda <op>: CUDA unavailable: <reason>"; and dev, when
+ * dev >= 0 is asked for, must be one of the devices counted at load. */
+static tc_status need(const char *op, int dev, const tc_cuda_api **api)
+{
+    const cuda_state *st = state();
+    *api = NULL;
+    if (!st->available) return tc_set_error(TC_ERR_DEVICE, "cuda %s: CUDA unavailable: %s", op, st->why);
+    if (dev < 0 || dev >= st->ndev)
+        return tc_set_error(TC_ERR_ARG, "cuda %s: no device %d (%d device%s)", op, dev, st->ndev,
+                            st->ndev == 1 ? "" : "s");
+    *api = st->api;
+    return TC_OK;
+}
+
+/* Passes a backend failure on as libtocha's error (the backend's message names the call). */
+static tc_status backend(const tc_cuda_api *api, tc_status s)
+{
+    if (s == TC_OK) return TC_OK;
+    const char *m = api->last_error();
+    return tc_set_error(s, "%s", m && *m ? m : "cuda: backend call failed without a message");
+}
+
+tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out)
+{
+    const tc_cuda_api *api;
+    if (!out) return tc_set_error(TC_ERR_ARG, "cuda memory_stats: NULL result");
+    memset(out, 0, sizeof *out);
+    tc_status s = need("memory_stats", dev, &api);
+    return s ? s : backend(api, api->memory_stats(dev, out));
+}
+
+tc_status tc_cuda_empty_cache(int dev)
+{
+    const tc_cuda_api *api;
+    if (dev == -1) {
+        tc_status s = need("empty_cache", 0, &api);
+        for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = backend(api, api->empty_cache(d));
+        return s;
+    }
+    tc_status s = need("empty_cache", dev, &api);
+    return s ? s : backend(api, api->empty_cache(dev));
+}
+
+tc_status tc_cuda_reset_peak_stats(int dev)
+{
+    const tc_cuda_api *api;
+    tc_status s = need("reset_peak_stats", dev, &api);
+    return s ? s : backend(api, api->reset_peak_stats(dev));
+}
+
+/* The user's device selection, per thread like CUDA's own (the backend's current device
+ * moves with every call that names a device, so it cannot serve as the selection). */
+static _Thread_local int g_current_dev;
+
+tc_status tc_cuda_set_device(int dev)
+{
+    const tc_cuda_api *api;
+    tc_status s = need("set_device", dev, &api);
+    if (!s) s = backend(api, api->set_device(dev));
+    if (!s) g_current_dev = dev;
+    return s;
+}
+
+tc_status tc_cuda_current_device(int *dev)
+{
+    const tc_cuda_api *api;
+    if (!dev) return tc_set_error(TC_ERR_ARG, "cuda current_device: NULL result");
+    *dev = 0;
+    tc_status s = need("current_device", 0, &api);
+    if (!s) *dev = g_current_dev;
+    return s;
+}
+
+tc_status tc_cuda_alloc(int dev, size_t nbytes, void **ptr)
+{
+    const tc_cuda_api *api;
+    if (!ptr) return tc_set_error(TC_ERR_ARG, "cuda alloc: NULL result");
+    *ptr = NULL;
+    tc_status s = need("alloc", dev, &api);
+    return s ? s : backend(api, api->alloc(dev, nbytes, ptr));
+}
+
+tc_status tc_cuda_free(int dev, void *ptr)
+{
+    const tc_cuda_api *api;
+    tc_status s = need("free", dev, &api);
+    return s ? s : backend(api, api->release(dev, ptr));
 }

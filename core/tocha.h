@@ -264,6 +264,36 @@ int tc_cuda_available(char *why, size_t cap);
 /* Number of CUDA devices; 0 when CUDA is unavailable. */
 int tc_cuda_device_count(void);
 
+/* One device's caching allocator (core/cuda/cache_alloc.h). Bytes allocated count rounded
+ * block sizes (what PyTorch's memory_allocated reports); reserved bytes are the segments
+ * taken from the device, in use or cached. Counts run from process start. */
+typedef struct tc_cuda_memstats {
+    int64_t allocated_bytes, allocated_bytes_peak;
+    int64_t requested_bytes; /* the callers' unrounded sizes of live blocks */
+    int64_t reserved_bytes, reserved_bytes_peak;
+    int64_t segments, segments_peak; /* device allocations held */
+    int64_t blocks;                  /* live (allocated) blocks */
+    int64_t alloc_count, free_count;
+    int64_t cache_hits;    /* allocations served without a device allocation */
+    int64_t device_allocs; /* segments taken from the device */
+    int64_t device_frees;  /* segments handed back (empty_cache, OOM retry) */
+    int64_t oom_retries;   /* times the cache was emptied to retry a refused segment */
+    int64_t ooms;          /* allocations that failed even after that */
+} tc_cuda_memstats;
+/* The entry points below fail with TC_ERR_DEVICE and the reason when CUDA is unavailable,
+ * and TC_ERR_ARG for a device ordinal outside 0..count-1. */
+tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out);
+/* Hands dev's cached, unused device memory back to the driver (dev -1: every device). */
+tc_status tc_cuda_empty_cache(int dev);
+tc_status tc_cuda_reset_peak_stats(int dev);
+/* The calling thread's device (libtocha's selection, 0 until set). */
+tc_status tc_cuda_set_device(int dev);
+tc_status tc_cuda_current_device(int *dev);
+/* nbytes of device memory on dev from its caching allocator (0 bytes: NULL); release it
+ * with tc_cuda_free on the same device. The raw buffers under device tensors, and tests. */
+tc_status tc_cuda_alloc(int dev, size_t nbytes, void **ptr);
+tc_status tc_cuda_free(int dev, void *ptr);
+
 /* Autograd and data loading have their own headers (also part of the ffi.cdef). */
 #include "tocha_autograd.h"
 #include "tocha_data.h"

@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 1
+#define TC_CUDA_API_VERSION 2
 
 typedef struct tc_cuda_api {
     uint32_t version; /* TC_CUDA_API_VERSION of the backend that built the table */
@@ -44,7 +44,11 @@ typedef struct tc_cuda_api {
     /* The device's marketing name ("NVIDIA H100 80GB HBM3"), truncated to cap bytes. */
     tc_status (*device_name)(int dev, char *name, size_t cap);
 
-    /* Device memory. alloc of 0 bytes gives NULL; release(NULL) is a no-op.
+    /* Device memory, from the device's caching allocator (cache_alloc.h): release keeps the
+     * block for reuse; a refused device allocation empties the cache and retries once, then
+     * fails with TC_ERR_MEMORY naming the size, the device and its usage. alloc of 0 bytes
+     * gives NULL; release(NULL) is a no-op; releasing a pointer dev did not hand out (twice,
+     * foreign, another device's) is TC_ERR_ARG. Blocks belong to the default stream.
      * NOTE: no member is called malloc/free/memset: libc may define those as macros. */
     tc_status (*alloc)(int dev, size_t nbytes, void **ptr);
     tc_status (*release)(int dev, void *ptr);
@@ -66,6 +70,19 @@ typedef struct tc_cuda_api {
      * Integer division by zero gives 0 here: the dispatcher must refuse it beforehand. */
     tc_status (*ew)(int dev, int op, int dtype, int64_t n, void *out, const void *const *in,
                     const int64_t *step, double s0, double s1);
+
+    /* ---- version 2 -------------------------------------------------------------------- */
+    /* The caching allocator of dev: statistics, handing unused segments back to the
+     * device, and restarting the peaks from the current values. */
+    tc_status (*memory_stats)(int dev, tc_cuda_memstats *out);
+    tc_status (*empty_cache)(int dev);
+    tc_status (*reset_peak_stats)(int dev);
+    /* CUDA's current device on the calling thread (cudaSetDevice / cudaGetDevice).
+     * NOTE: every call with a dev argument also makes dev current, so libtocha keeps the
+     * user's selection itself (tc_cuda_set_device) and calls set_device to validate it and
+     * create the device's context early. */
+    tc_status (*set_device)(int dev);
+    tc_status (*current_device)(int *dev);
 } tc_cuda_api;
 
 /* The backend's one exported symbol. The table is static: never freed. libtocha never

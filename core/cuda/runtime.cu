@@ -5,8 +5,13 @@
  * no libcudart.so at load time; the runtime itself dlopens the driver (libcuda.so.1) on
  * the first call. A machine without a driver can therefore load this library and get a
  * clear "no CUDA driver" from device_count() instead of a dlopen failure.
+ *
+ * Device memory goes through the caching allocator (cache_alloc.c, plain C compiled here as
+ * host code) over cudaMalloc/cudaFree; release() returns blocks to its cache.
  */
 #include "cuda_internal.h"
+#include "cache_alloc.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,30 +105,120 @@ static tc_status device_name(int dev, char *name, size_t cap)
 
 /* ---- memory and copies --------------------------------------------------------------- */
 
+/* The raw device calls under the caching allocator. Out of memory is TC_ERR_MEMORY, the one
+ * failure after which the allocator empties its cache and retries. */
+static tc_status raw_alloc(void *ctx, int dev, size_t nbytes, void **ptr, char *msg, size_t cap)
+{
+    (void)ctx;
+    tc_status s = cu_use_device(dev);
+    if (s) {
+        snprintf(msg, cap, "%s", g_err);
+        return s;
+    }
+    cudaError_t e = cudaMalloc(ptr, nbytes);
+    if (e == cudaSuccess) return TC_OK;
+    (void)cudaGetLastError();
+    snprintf(msg, cap, "cudaMalloc: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    return e == cudaErrorMemoryAllocation ? TC_ERR_MEMORY : TC_ERR_DEVICE;
+}
+
+static tc_status raw_free(void *ctx, int dev, void *ptr, char *msg, size_t cap)
+{
+    (void)ctx;
+    tc_status s = cu_use_device(dev);
+    if (!s) s = cu_check(cudaFree(ptr), "cudaFree");
+    if (s) snprintf(msg, cap, "%s", g_err);
+    return s;
+}
+
+/* One allocator for the process, set up on first use. Every ordinal CUDA accepts is below
+ * CA_MAX_DEVICES in practice; larger ones are refused by the allocator with its message. */
+static ca_allocator g_alloc;
+static pthread_once_t g_alloc_once = PTHREAD_ONCE_INIT;
+static tc_status g_alloc_status = TC_ERR_DEVICE;
+
+static void alloc_init(void)
+{
+    static const ca_device_ops ops = {NULL, raw_alloc, raw_free};
+    g_alloc_status = ca_init(&g_alloc, &ops, CA_MAX_DEVICES);
+}
+
+static tc_status allocator(void)
+{
+    pthread_once(&g_alloc_once, alloc_init);
+    if (g_alloc_status) return cu_fail(g_alloc_status, "cuda: caching allocator: %s", ca_last_error());
+    return TC_OK;
+}
+
+/* dev is an ordinal of a device that exists (without making it current). */
+static tc_status check_ordinal(int dev, const char *what)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return cu_check(e, what);
+    if (dev < 0 || dev >= n) return cu_fail(TC_ERR_ARG, "%s: no device %d (%d device%s)", what, dev, n, n == 1 ? "" : "s");
+    return TC_OK;
+}
+
 static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 {
     if (!ptr) return cu_fail(TC_ERR_ARG, "cuda: alloc: NULL result");
     *ptr = NULL;
     if (nbytes == 0) return TC_OK;
     tc_status s = cu_use_device(dev);
+    if (!s) s = allocator();
     if (s) return s;
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, nbytes);
-    if (e != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "cuda: alloc of %zu bytes on device %d", nbytes, dev);
-        return cu_check(e, what);
-    }
-    *ptr = p;
-    return TC_OK;
+    s = ca_alloc(&g_alloc, dev, 0, nbytes, ptr);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
 }
 
 static tc_status mem_release(int dev, void *ptr)
 {
     if (!ptr) return TC_OK;
-    tc_status s = cu_use_device(dev);
+    tc_status s = allocator();
     if (s) return s;
-    return cu_check(cudaFree(ptr), "cuda: free");
+    s = ca_free(&g_alloc, dev, ptr);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
+
+static tc_status memory_stats(int dev, tc_cuda_memstats *out)
+{
+    if (!out) return cu_fail(TC_ERR_ARG, "cuda memory_stats: NULL result");
+    tc_status s = check_ordinal(dev, "cuda memory_stats");
+    if (!s) s = allocator();
+    if (s) return s;
+    s = ca_stats(&g_alloc, dev, out);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
+
+static tc_status empty_cache(int dev)
+{
+    tc_status s = check_ordinal(dev, "cuda empty_cache");
+    if (!s) s = allocator();
+    if (s) return s;
+    s = ca_empty_cache(&g_alloc, dev);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
+
+static tc_status reset_peak_stats(int dev)
+{
+    tc_status s = check_ordinal(dev, "cuda reset_peak_stats");
+    if (!s) s = allocator();
+    if (s) return s;
+    s = ca_reset_peak(&g_alloc, dev);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
+
+static tc_status set_device(int dev)
+{
+    tc_status s = check_ordinal(dev, "cuda set_device");
+    return s ? s : cu_use_device(dev);
+}
+
+static tc_status current_device(int *dev)
+{
+    if (!dev) return cu_fail(TC_ERR_ARG, "cuda current_device: NULL result");
+    return cu_check(cudaGetDevice(dev), "cuda current_device");
 }
 
 static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
@@ -183,6 +278,11 @@ static const tc_cuda_api g_api = {
     copy_d2d,
     synchronize,
     cu_ew,
+    memory_stats,
+    empty_cache,
+    reset_peak_stats,
+    set_device,
+    current_device,
 };
 
 extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

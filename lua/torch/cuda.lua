@@ -1,12 +1,20 @@
--- torch/cuda.lua -- torch.cuda: whether the CUDA backend can be used, and how many devices.
+-- torch/cuda.lua -- torch.cuda: whether the CUDA backend can be used, how many devices, which
+-- one is selected, and the caching allocator's memory statistics.
 --
 -- The backend is a separate library (libtocha_cuda.so) that libtocha loads on first use;
--- on a machine without it, or without a driver or a GPU, nothing fails: isAvailable()
--- returns false and the reason. Names follow cutorch where it had them
--- (cutorch.getDeviceCount); CUDA tensors come with the CUDA backend issue.
+-- on a machine without it, or without a driver or a GPU, isAvailable() returns false and
+-- the reason, and every other function (but deviceCount) raises
+-- "torch.cuda.<name>: CUDA unavailable: <reason>" at the caller's line.
+--
+-- Names: cutorch's where it had them, PyTorch's beside them. NOTE: cutorch numbers devices
+-- from 1 (setDevice(1) is the first GPU, getDevice() returns 1 for it); the PyTorch names
+-- (set_device, current_device and every `device` argument below) number them from 0.
+-- CUDA tensors come with the CUDA backend issue; _alloc/_free hand out raw device memory
+-- from the caching allocator meanwhile (tests, and the device tensors to come).
 local ffi = require 'ffi'
 local torch = ...
 local C = torch._C
+local raise = torch._raise
 
 local cuda = torch.cuda or {}
 torch.cuda = cuda
@@ -20,11 +28,171 @@ function cuda.isAvailable()
    if C.tc_cuda_available(why, REASON_CAP) ~= 0 then return true end
    return false, ffi.string(why)
 end
+cuda.is_available = cuda.isAvailable
 
 -- Number of CUDA devices; 0 when CUDA is unavailable.
 function cuda.deviceCount()
    return tonumber(C.tc_cuda_device_count())
 end
 cuda.getDeviceCount = cuda.deviceCount -- cutorch's name
+cuda.device_count = cuda.deviceCount
+
+-- Raises at `level` (as error() counts, from the caller of need) when CUDA is unavailable.
+local function need(name, level)
+   local ok, why = cuda.isAvailable()
+   if not ok then error(('torch.cuda.%s: CUDA unavailable: %s'):format(name, why), level + 1) end
+end
+
+local function check(s, level)
+   if s ~= 0 then raise(level + 1) end
+end
+
+local current = ffi.new('int[1]')
+
+-- The 0-based device an optional `device` argument names: the selected one when nil.
+local function device_arg(name, device, level)
+   need(name, level + 1)
+   if device == nil then
+      check(C.tc_cuda_current_device(current), level + 1)
+      return current[0]
+   end
+   if type(device) ~= 'number' or device % 1 ~= 0 then
+      error(('torch.cuda.%s: device must be an integer (0-based), got %s'):format(name, tostring(device)), level + 1)
+   end
+   return device
+end
+
+---------------------------------------------------------------------------------------------
+-- Device selection
+---------------------------------------------------------------------------------------------
+
+-- Selects the calling thread's device, 0-based (PyTorch).
+function cuda.set_device(device)
+   need('set_device', 2)
+   if type(device) ~= 'number' or device % 1 ~= 0 then
+      error('torch.cuda.set_device: device must be an integer (0-based), got ' .. tostring(device), 2)
+   end
+   check(C.tc_cuda_set_device(device), 2)
+end
+
+-- The selected device, 0-based (PyTorch).
+function cuda.current_device()
+   need('current_device', 2)
+   check(C.tc_cuda_current_device(current), 2)
+   return current[0]
+end
+
+-- cutorch: devices numbered from 1.
+function cuda.setDevice(device)
+   need('setDevice', 2)
+   if type(device) ~= 'number' or device % 1 ~= 0 then
+      error('torch.cuda.setDevice: device must be an integer (1-based, as in cutorch), got ' .. tostring(device), 2)
+   end
+   if device < 1 or device > cuda.deviceCount() then
+      error(('torch.cuda.setDevice: no device %d (devices are 1..%d, as in cutorch)'):format(device,
+         cuda.deviceCount()), 2)
+   end
+   check(C.tc_cuda_set_device(device - 1), 2)
+end
+
+function cuda.getDevice()
+   need('getDevice', 2)
+   check(C.tc_cuda_current_device(current), 2)
+   return current[0] + 1
+end
+
+---------------------------------------------------------------------------------------------
+-- The caching allocator
+---------------------------------------------------------------------------------------------
+
+local FIELDS = {'allocated_bytes', 'allocated_bytes_peak', 'requested_bytes', 'reserved_bytes',
+                'reserved_bytes_peak', 'segments', 'segments_peak', 'blocks', 'alloc_count', 'free_count',
+                'cache_hits', 'device_allocs', 'device_frees', 'oom_retries', 'ooms'}
+-- PyTorch's flat keys (torch.cuda.memory_stats) for the same numbers.
+local PYTORCH_KEYS = {
+   ['allocated_bytes.all.current'] = 'allocated_bytes', ['allocated_bytes.all.peak'] = 'allocated_bytes_peak',
+   ['reserved_bytes.all.current'] = 'reserved_bytes', ['reserved_bytes.all.peak'] = 'reserved_bytes_peak',
+   ['requested_bytes.all.current'] = 'requested_bytes', ['segment.all.current'] = 'segments',
+   ['segment.all.peak'] = 'segments_peak', ['allocation.all.current'] = 'blocks',
+   ['allocation.all.allocated'] = 'alloc_count', ['allocation.all.freed'] = 'free_count',
+   ['num_alloc_retries'] = 'oom_retries', ['num_ooms'] = 'ooms',
+}
+
+local st = ffi.new('tc_cuda_memstats')
+
+local function stats(name, device, level)
+   local dev = device_arg(name, device, level + 1)
+   check(C.tc_cuda_memory_stats(dev, st), level + 1)
+   return st
+end
+
+-- A table of the allocator's statistics for device (0-based; default the selected one):
+-- the fields of tc_cuda_memstats (core/tocha.h: allocated_bytes, allocated_bytes_peak,
+-- reserved_bytes, segments, cache_hits, oom_retries, ...) and PyTorch's keys for them
+-- ('allocated_bytes.all.current', 'num_alloc_retries', ...).
+function cuda.memory_stats(device)
+   local s = stats('memory_stats', device, 2)
+   local t = {}
+   for _, f in ipairs(FIELDS) do t[f] = tonumber(s[f]) end
+   for k, f in pairs(PYTORCH_KEYS) do t[k] = t[f] end
+   return t
+end
+cuda.memoryStats = cuda.memory_stats
+
+-- Bytes held by live allocations (rounded block sizes), now and at the peak.
+function cuda.memory_allocated(device)
+   return tonumber(stats('memory_allocated', device, 2).allocated_bytes)
+end
+
+function cuda.max_memory_allocated(device)
+   return tonumber(stats('max_memory_allocated', device, 2).allocated_bytes_peak)
+end
+
+-- Bytes the allocator holds from the device (in use or cached), now and at the peak.
+function cuda.memory_reserved(device)
+   return tonumber(stats('memory_reserved', device, 2).reserved_bytes)
+end
+
+function cuda.max_memory_reserved(device)
+   return tonumber(stats('max_memory_reserved', device, 2).reserved_bytes_peak)
+end
+
+-- Peaks restart from the current values.
+function cuda.reset_peak_memory_stats(device)
+   local dev = device_arg('reset_peak_memory_stats', device, 2)
+   check(C.tc_cuda_reset_peak_stats(dev), 2)
+end
+cuda.resetPeakMemoryStats = cuda.reset_peak_memory_stats
+
+-- Hands cached, unused device memory of every device back to the driver (what other
+-- processes and nvidia-smi then see as free). Memory in use is untouched.
+function cuda.empty_cache()
+   need('empty_cache', 2)
+   check(C.tc_cuda_empty_cache(-1), 2)
+end
+cuda.emptyCache = cuda.empty_cache
+
+-- Raw device memory: nbytes on device (0-based; default the selected one), a void* cdata
+-- released by _free or when collected. Out of memory raises the allocator's message (after
+-- it has emptied its cache and retried).
+local ptr = ffi.new('void*[1]')
+
+function cuda._alloc(nbytes, device)
+   local dev = device_arg('_alloc', device, 2)
+   if type(nbytes) ~= 'number' or nbytes < 0 or nbytes % 1 ~= 0 then
+      error('torch.cuda._alloc: nbytes must be a non-negative integer, got ' .. tostring(nbytes), 2)
+   end
+   check(C.tc_cuda_alloc(dev, nbytes, ptr), 2)
+   local p = ptr[0]
+   if p == nil then return p end
+   return ffi.gc(p, function(q) C.tc_cuda_free(dev, q) end), dev
+end
+
+function cuda._free(p, device)
+   local dev = device_arg('_free', device, 2)
+   if p == nil then return end
+   check(C.tc_cuda_free(dev, p), 2)
+   ffi.gc(p, nil)
+end
 
 return cuda

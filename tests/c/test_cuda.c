@@ -1,5 +1,6 @@
-/* test_cuda.c -- the CUDA backend's loading path (core/cuda_loader.c) and, when a GPU is
- * present, its elementwise kernels against the CPU.
+/* test_cuda.c -- the CUDA backend's loading path (core/cuda_loader.c), the mock backend
+ * (tests/c/mock_cuda.c) through the table, and, when a GPU is present, the elementwise
+ * kernels against the CPU. The caching allocator alone is test_cuda_alloc.c.
  *
  * Without a GPU (and CI has none) these tests still check: the answer and reason of
  * tc_cuda_available, the reasons for a missing or wrong library, and that the
@@ -167,7 +168,8 @@ TEST(cuda_backend_built_by_make)
     if (!api || api->version != TC_CUDA_API_VERSION) return;
     CHECK(api->last_error && api->versions && api->device_count && api->device_name && api->alloc &&
           api->release && api->set_bytes && api->copy_h2d && api->copy_d2h && api->copy_d2d &&
-          api->synchronize && api->ew);
+          api->synchronize && api->ew && api->memory_stats && api->empty_cache && api->reset_peak_stats &&
+          api->set_device && api->current_device);
 
     int rt = 0, drv = -1;
     api->versions(&rt, &drv);
@@ -227,6 +229,140 @@ TEST(cuda_backend_built_by_make)
     void *p = NULL;
     CHECK(api->alloc(0, 0, &p) == TC_OK && p == NULL);
     CHECK(api->release(0, NULL) == TC_OK);
+    if (s != TC_OK || n == 0) {
+        /* no device: the allocator's entries fail with the driver's reason, never crash */
+        tc_cuda_memstats st;
+        CHECK(api->alloc(0, 100, &p) == TC_ERR_DEVICE && p == NULL);
+        CHECK(api->memory_stats(0, &st) == TC_ERR_DEVICE);
+        CHECK(strstr(api->last_error(), "cuda memory_stats") == api->last_error());
+        CHECK(api->empty_cache(0) == TC_ERR_DEVICE);
+        CHECK(api->set_device(0) == TC_ERR_DEVICE);
+        int rel = api->release(0, &rt); /* a pointer nobody allocated */
+        CHECK(rel == TC_ERR_ARG || rel == TC_ERR_DEVICE);
+    }
+}
+
+/* libtocha's entry points (tocha.h) without CUDA: each fails with TC_ERR_DEVICE naming the
+ * call and the reason; with CUDA, bad ordinals are TC_ERR_ARG. */
+TEST(cuda_entry_points_without_device)
+{
+    char why[1024];
+    tc_cuda_memstats st;
+    void *p = (void *)1;
+    int dev = -7;
+    if (!tc_cuda_available(why, sizeof why)) {
+        char want[1100];
+        snprintf(want, sizeof want, "CUDA unavailable: %s", why);
+        CHECK_ERR(tc_cuda_memory_stats(0, &st), TC_ERR_DEVICE, want);
+        CHECK(strstr(tc_last_error(), "cuda memory_stats: ") == tc_last_error());
+        CHECK_ERR(tc_cuda_empty_cache(0), TC_ERR_DEVICE, want);
+        CHECK_ERR(tc_cuda_empty_cache(-1), TC_ERR_DEVICE, want);
+        CHECK_ERR(tc_cuda_reset_peak_stats(0), TC_ERR_DEVICE, want);
+        CHECK_ERR(tc_cuda_set_device(0), TC_ERR_DEVICE, want);
+        CHECK_ERR(tc_cuda_current_device(&dev), TC_ERR_DEVICE, want);
+        CHECK(dev == 0);
+        CHECK_ERR(tc_cuda_alloc(0, 16, &p), TC_ERR_DEVICE, want);
+        CHECK(p == NULL);
+        CHECK_ERR(tc_cuda_free(0, &dev), TC_ERR_DEVICE, want);
+    } else {
+        int n = tc_cuda_device_count();
+        CHECK_ERR(tc_cuda_memory_stats(n, &st), TC_ERR_ARG, "no device");
+        CHECK_ERR(tc_cuda_set_device(-1), TC_ERR_ARG, "cuda set_device: no device -1");
+        CHECK_OK(tc_cuda_current_device(&dev));
+        CHECK(dev == 0);
+    }
+    CHECK_ERR(tc_cuda_memory_stats(0, NULL), TC_ERR_ARG, "NULL result");
+    CHECK_ERR(tc_cuda_alloc(0, 16, NULL), TC_ERR_ARG, "NULL result");
+}
+
+/* ---- the mock backend, through its table ------------------------------------------------ */
+
+/* The mock (build/tests/libtocha_cuda_mock.so) with 2 devices of 64 MB: the table a GPU
+ * backend gives, its caching allocator's statistics, and out of memory end to end. */
+TEST(cuda_mock_backend_table)
+{
+    char path[4096], why[1024];
+    CHECK(libdir_path("tests/libtocha_cuda_mock.so", path, sizeof path));
+    /* read by the mock on its first use in this process */
+    setenv("TOCHA_CUDA_MOCK_DEVICES", "2", 1);
+    setenv("TOCHA_CUDA_MOCK_CAPACITY", "64M", 1);
+    int ok = tc_cuda_probe(path, why, sizeof why);
+    CHECK(ok == 1);
+    if (!ok) {
+        printf("  mock: %s\n", why);
+        return;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    void *sym = h ? dlsym(h, TC_CUDA_ENTRY_NAME) : NULL;
+    CHECK(sym != NULL);
+    if (!sym) return;
+    tc_cuda_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    const tc_cuda_api *api = entry();
+    CHECK(api->version == TC_CUDA_API_VERSION && api->size == sizeof(tc_cuda_api));
+    int n = 0;
+    CHECK(api->device_count(&n) == TC_OK && n == 2);
+    char name[128];
+    CHECK(api->device_name(1, name, sizeof name) == TC_OK);
+    CHECK(strcmp(name, "tocha mock CUDA device 1 (host memory, 67108864 bytes)") == 0);
+
+    /* memory, copies and one kernel */
+    const size_t MB = (size_t)1 << 20;
+    float *x = NULL, *y = NULL;
+    float hx[250], hy[250];
+    for (int i = 0; i < 250; i++) hx[i] = (float)i;
+    CHECK(api->alloc(0, sizeof hx, (void **)&x) == TC_OK && x);
+    CHECK(api->alloc(0, sizeof hy, (void **)&y) == TC_OK && y);
+    if (!x || !y) return;
+    CHECK(api->copy_h2d(0, x, hx, sizeof hx) == TC_OK);
+    const void *ins[2] = {x, x};
+    const int64_t step[2] = {1, 1};
+    CHECK(api->ew(0, TC_OP_ADD, TC_F32, 250, y, ins, step, 0.5, 0) == TC_OK); /* y = x + 0.5 x */
+    CHECK(api->copy_d2h(0, hy, y, sizeof hy) == TC_OK);
+    CHECK(hy[0] == 0.0f && hy[10] == 15.0f && hy[249] == 373.5f);
+    CHECK(api->ew(0, TC_OP_ADD, TC_I32, 250, y, ins, step, 1, 0) == TC_ERR_UNSUPPORTED);
+    CHECK(strstr(api->last_error(), "float32 and float64 only, not int32") != NULL);
+
+    tc_cuda_memstats st;
+    CHECK(api->memory_stats(0, &st) == TC_OK);
+    CHECK(st.allocated_bytes == 2048 && st.requested_bytes == 2000 && st.reserved_bytes == (int64_t)(2 * MB));
+    CHECK(st.segments == 1 && st.alloc_count == 2 && st.cache_hits == 1);
+    CHECK(api->release(0, x) == TC_OK && api->release(0, y) == TC_OK);
+    CHECK(api->release(0, y) == TC_ERR_ARG); /* twice */
+    CHECK(strstr(api->last_error(), "was not allocated on device 0") != NULL);
+
+    /* 63 MB (a 64 MB segment) next to the 2 MB cached: the cache is emptied and the retry
+     * fits; the block is the whole segment (a 1 MB rest is not split off) */
+    void *big = NULL, *more = (void *)1, *d1 = NULL;
+    CHECK(api->alloc(0, 63 * MB, &big) == TC_OK);
+    CHECK(api->memory_stats(0, &st) == TC_OK);
+    CHECK(st.oom_retries == 1 && st.reserved_bytes == (int64_t)(64 * MB) && st.segments == 1);
+    /* 10 MB more cannot fit even then: an error naming sizes and usage; nothing is lost */
+    CHECK(api->alloc(0, 10 * MB, &more) == TC_ERR_MEMORY && more == NULL);
+    const char *m = api->last_error();
+    CHECK(strstr(m, "cuda alloc: out of memory on device 0: cannot allocate 10.00 MiB (10485760 bytes") == m);
+    CHECK(strstr(m, "64.00 MiB allocated and 64.00 MiB reserved") != NULL);
+    CHECK(strstr(m, "mock cudaMalloc: out of memory") != NULL);
+    CHECK(api->memory_stats(0, &st) == TC_OK);
+    CHECK(st.ooms == 1 && st.oom_retries == 2 && st.allocated_bytes == (int64_t)(64 * MB));
+    /* device 1 has its own memory and allocator */
+    CHECK(api->alloc(1, 10 * MB, &d1) == TC_OK);
+    CHECK(api->release(1, big) == TC_ERR_ARG);
+    CHECK(strstr(api->last_error(), "belongs to device 0, not device 1") != NULL);
+    CHECK(api->release(0, big) == TC_OK && api->release(1, d1) == TC_OK);
+    CHECK(api->empty_cache(0) == TC_OK && api->empty_cache(1) == TC_OK);
+    CHECK(api->memory_stats(0, &st) == TC_OK);
+    CHECK(st.reserved_bytes == 0 && st.allocated_bytes == 0 && st.reserved_bytes_peak == (int64_t)(64 * MB));
+    CHECK(api->reset_peak_stats(0) == TC_OK);
+    CHECK(api->memory_stats(0, &st) == TC_OK && st.reserved_bytes_peak == 0);
+
+    /* ordinals */
+    CHECK(api->alloc(2, 10, &more) == TC_ERR_ARG);
+    CHECK(strstr(api->last_error(), "no device 2 (2 devices)") != NULL);
+    CHECK(api->set_device(1) == TC_OK);
+    int cur = -1;
+    CHECK(api->current_device(&cur) == TC_OK && cur == 1);
+    CHECK(api->set_device(2) == TC_ERR_ARG);
 }
 
 /* ---- kernels on the device (skipped without one) --------------------------------------- */
@@ -371,7 +507,27 @@ TEST(cuda_ew_matches_cpu)
     /* errors come back as statuses with CUDA's message */
     void *p = NULL;
     CHECK(api->alloc(0, (size_t)1 << 60, &p) == TC_ERR_MEMORY && p == NULL);
-    CHECK(strstr(api->last_error(), "alloc of") != NULL);
+    CHECK(strstr(api->last_error(), "cuda alloc: out of memory on device 0") != NULL);
+    CHECK(strstr(api->last_error(), "(1152921504606846976 bytes") != NULL);
     CHECK(api->synchronize(0) == TC_OK); /* a failed alloc does not poison the device */
     CHECK(api->synchronize(tc_cuda_device_count()) == TC_ERR_DEVICE); /* no such device */
+
+    /* the caching allocator under it all: everything released, the 2^60 request retried
+     * after emptying the cache, and the cache handed back on request */
+    tc_cuda_memstats st;
+    CHECK(api->memory_stats(0, &st) == TC_OK);
+    CHECK(st.allocated_bytes == 0 && st.blocks == 0 && st.alloc_count == st.free_count && st.alloc_count > 0);
+    CHECK(st.ooms >= 1 && st.oom_retries >= 1 && st.cache_hits > 0);
+    CHECK(api->alloc(0, 1000, &p) == TC_OK && p);
+    CHECK(api->memory_stats(0, &st) == TC_OK && st.allocated_bytes == 1024 && st.reserved_bytes >= (2 << 20));
+    CHECK(api->release(0, p) == TC_OK);
+    CHECK(api->release(0, p) == TC_ERR_ARG); /* twice */
+    CHECK(api->empty_cache(0) == TC_OK);
+    CHECK(api->memory_stats(0, &st) == TC_OK && st.reserved_bytes == 0 && st.segments == 0);
+    CHECK(api->memory_stats(tc_cuda_device_count(), &st) == TC_ERR_ARG);
+    int cur = -1;
+    CHECK(api->set_device(0) == TC_OK && api->current_device(&cur) == TC_OK && cur == 0);
+    CHECK_OK(tc_cuda_memory_stats(0, &st));
+    CHECK_OK(tc_cuda_set_device(0));
+    CHECK_OK(tc_cuda_empty_cache(-1));
 }

@@ -1,6 +1,9 @@
 -- tests/lua/cuda_spec.lua -- torch.cuda (lua/torch/cuda.lua): availability and device
--- count through libtocha's loader. Without a GPU (CI) isAvailable() is false with a reason;
--- with one it is true and devices are counted. Run from the repository root (tests/run.sh).
+-- count through libtocha's loader; device selection and the caching allocator's functions.
+-- Without a GPU (CI) isAvailable() is false with a reason and the other functions raise it;
+-- the allocator is then exercised end to end in a child process over the mock backend
+-- (build/tests/libtocha_cuda_mock.so, tests/c/mock_cuda.c). Run from the repository root
+-- (tests/run.sh).
 require 'torch'
 
 -- The loader's reasons start with one of these (core/cuda_loader.c).
@@ -10,6 +13,18 @@ local function known_reason(why)
       if why:sub(1, #p) == p then return true end
    end
    return why:find(' does not export ', 1, true) ~= nil or why:find(' has CUDA backend API version ', 1, true) ~= nil
+end
+
+local build = os.getenv('TOCHA_BUILD') or 'build'
+local MOCK = build .. '/tests/libtocha_cuda_mock.so'
+
+-- Runs `script` (a file or -e code) in a fresh luajit with the environment assignments env
+-- prepended; returns its output.
+local function child(env, script)
+   local f = assert(io.popen(env .. ' luajit ' .. script .. ' 2>&1'))
+   local out = f:read('*a')
+   f:close()
+   return out
 end
 
 describe('torch.cuda', function()
@@ -31,20 +46,141 @@ describe('torch.cuda', function()
       assert.are.equal(why, why2)
    end)
 
-   it('has the cutorch name getDeviceCount', function()
+   it('has the cutorch name getDeviceCount and the PyTorch names', function()
       assert.are.equal(torch.cuda.deviceCount, torch.cuda.getDeviceCount)
+      assert.are.equal(torch.cuda.deviceCount, torch.cuda.device_count)
+      assert.are.equal(torch.cuda.isAvailable, torch.cuda.is_available)
+      assert.are.equal(torch.cuda.emptyCache, torch.cuda.empty_cache)
+      assert.are.equal(torch.cuda.memoryStats, torch.cuda.memory_stats)
       assert.is_number(torch.cuda.getDeviceCount())
    end)
 
    it('names a missing TOCHA_CUDA_LIB in the reason', function()
       -- a fresh process: the loader reads TOCHA_CUDA_LIB once, on first use
-      local cmd = "TOCHA_CUDA_LIB=/nonexistent/libtocha_cuda.so luajit -e " ..
-         "\"require 'torch'; local ok, why = torch.cuda.isAvailable(); " ..
-         "io.write(tostring(ok), '|', why or '', '|', torch.cuda.deviceCount())\" 2>&1"
-      local f = assert(io.popen(cmd))
-      local out = f:read('*a')
-      f:close()
+      local out = child('TOCHA_CUDA_LIB=/nonexistent/libtocha_cuda.so',
+         "-e \"require 'torch'; local ok, why = torch.cuda.isAvailable(); " ..
+         "io.write(tostring(ok), '|', why or '', '|', torch.cuda.deviceCount())\"")
       assert.are.equal('false|libtocha_cuda.so not found at TOCHA_CUDA_LIB=/nonexistent/libtocha_cuda.so: '
          .. 'No such file or directory|0', out)
+   end)
+
+   it('raises "CUDA unavailable: <reason>" at the caller\'s line without a GPU', function()
+      local ok, why = torch.cuda.isAvailable()
+      local calls = {
+         memory_stats = function() local r = torch.cuda.memory_stats(); return r end,
+         memoryStats = function() local r = torch.cuda.memoryStats(0); return r end,
+         memory_allocated = function() local r = torch.cuda.memory_allocated(); return r end,
+         max_memory_allocated = function() local r = torch.cuda.max_memory_allocated(); return r end,
+         memory_reserved = function() local r = torch.cuda.memory_reserved(); return r end,
+         max_memory_reserved = function() local r = torch.cuda.max_memory_reserved(); return r end,
+         reset_peak_memory_stats = function() torch.cuda.reset_peak_memory_stats() end,
+         empty_cache = function() torch.cuda.empty_cache() end,
+         emptyCache = function() torch.cuda.emptyCache() end,
+         setDevice = function() torch.cuda.setDevice(1) end,
+         getDevice = function() local r = torch.cuda.getDevice(); return r end,
+         set_device = function() torch.cuda.set_device(0) end,
+         current_device = function() local r = torch.cuda.current_device(); return r end,
+      }
+      for name, f in pairs(calls) do
+         local okc, err = pcall(f)
+         if ok then
+            assert.is_true(okc, name .. ': ' .. tostring(err))
+         else
+            assert.is_false(okc, name .. ' did not raise')
+            -- the camelCase aliases share the function: the message names the PyTorch name
+            local shown = ({memoryStats = 'memory_stats', emptyCache = 'empty_cache'})[name] or name
+            local want = 'cuda_spec.lua:%d+: torch%.cuda%.' .. shown .. ': CUDA unavailable: '
+            assert.is_truthy(tostring(err):find(want), name .. ': ' .. tostring(err))
+            assert.is_truthy(tostring(err):find(why, 1, true), name .. ': ' .. tostring(err))
+         end
+      end
+      if ok then
+         assert.is_number(torch.cuda.memory_allocated())
+         assert.is_true(torch.cuda.memory_reserved() >= torch.cuda.memory_allocated())
+      end
+   end)
+
+   it('reports a mock backend without devices as "no CUDA device"', function()
+      local out = child('TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=0',
+         "-e \"require 'torch'; local ok, why = torch.cuda.isAvailable(); io.write(tostring(ok), '|', why)\"")
+      assert.are.equal('false|no CUDA device (the driver is installed but reports none)', out)
+   end)
+
+   describe('over the mock backend (TOCHA_CUDA_LIB, 2 devices of 64 MB)', function()
+      local got
+      setup(function()
+         local f = io.open(MOCK, 'rb')
+         assert(f, MOCK .. ' is missing: build it with make ' .. MOCK)
+         f:close()
+         local out = child('TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M',
+            'tests/lua/cuda_mock_child.lua')
+         got = {}
+         for k, v in out:gmatch('([%w_]+)=([^\n]*)') do got[k] = v end
+         assert.are.equal('true', got.done, 'the child failed:\n' .. out)
+      end)
+
+      local MB = 2 ^ 20
+      -- "tests/lua/cuda_mock_child.lua:<line>:" for the child's line that contains text:
+      -- errors are raised at the line of the user's call.
+      local function at(text)
+         local n = 0
+         for line in io.lines('tests/lua/cuda_mock_child.lua') do
+            n = n + 1
+            if line:find(text, 1, true) then return 'tests/lua/cuda_mock_child.lua:' .. n .. ': ' end
+         end
+         error('no line with ' .. text)
+      end
+
+      it('selects devices with cutorch (1-based) and PyTorch (0-based) numbers', function()
+         assert.are.equal('true', got.available)
+         assert.are.equal('2', got.count)
+         assert.are.equal('1', got.getDevice)
+         assert.are.equal('0', got.current_device)
+         assert.are.equal('2', got.getDevice9)
+         assert.are.equal('1', got.current_device9)
+         assert.are.equal('1', got.getDevice10)
+         assert.are.equal('512', got.allocated9_dev1) -- the default device is the selected one
+         assert.are.equal('1024', got.allocated9_dev0)
+      end)
+
+      it('counts allocated and reserved bytes exactly', function()
+         assert.are.equal(tostring(1024), got.allocated1)
+         assert.are.equal(tostring(2 * MB), got.reserved1)
+         assert.are.equal(tostring(1024 + 3 * MB), got.allocated2)
+         assert.are.equal(tostring(22 * MB), got.reserved2)
+         assert.are.equal(tostring(1024), got.allocated3)
+         assert.are.equal(tostring(22 * MB), got.reserved3) -- freed memory stays cached
+         assert.are.equal(tostring(52 * MB), got.reserved6)
+         assert.are.equal(tostring(2 * MB), got.reserved7) -- emptyCache keeps what is in use
+         assert.are.equal(tostring(1024 + 50 * MB), got.max_allocated7)
+         assert.are.equal(tostring(52 * MB), got.max_reserved7)
+         assert.are.equal(tostring(1024), got.max_allocated8) -- after reset_peak_memory_stats
+      end)
+
+      it('empties the cache and retries before reporting out of memory', function()
+         assert.are.equal(tostring(52 * MB), got.reserved4) -- the 20 MB cached segment was returned
+         assert.are.equal('1', got.retries4)
+         assert.are.equal('1', got.ooms5)
+         assert.are.equal('2', got.retries5)
+         assert.are.equal(tostring(1024 + 50 * MB), got.allocated5) -- nothing lost
+         assert.are.equal('6', got.cpu_survives)
+         assert.are.equal('true', got.again)
+         assert.are.equal(at('cuda._alloc(20 * MB); return p') .. 'cuda alloc: out of memory on device 0: cannot allocate '
+            .. '20.00 MiB (20971520 bytes, as a 20.00 MiB segment) with 50.00 MiB allocated and 52.00 MiB reserved '
+            .. 'on that device, after emptying the cache and retrying: mock cudaMalloc: out of memory (20971520 '
+            .. 'bytes requested, 54525952 of 67108864 in use)', got.oom)
+      end)
+
+      it('refuses bad frees and devices with messages', function()
+         assert.is_truthy(got.wrong_device_free:find('cuda_mock_child.lua:%d+: cuda free: pointer 0x%x+ belongs to '
+            .. 'device 0, not device 1'), got.wrong_device_free)
+         assert.is_truthy(got.double_free:find('cuda_mock_child.lua:%d+: cuda free: pointer 0x%x+ was not allocated '
+            .. 'on device 0'), got.double_free)
+         assert.are.equal(at('cuda.setDevice(3)') .. 'torch.cuda.setDevice: no device 3 (devices are 1..2, '
+            .. 'as in cutorch)', got.setDevice3)
+         assert.are.equal(at('cuda.set_device(5)') .. 'cuda set_device: no device 5 (2 devices)', got.set_device5)
+         assert.are.equal(at('cuda.memory_stats(7)') .. 'cuda memory_stats: no device 7 (2 devices)',
+            got.stats_bad_device)
+      end)
    end)
 end)
