@@ -1,0 +1,220 @@
+/* cuda_launch.c -- loads a generated fused kernel (cuda_codegen.c, compiled by nvrtc.c)
+ * into a device's primary context and launches it, through the CUDA driver API.
+ *
+ * NOTE: NOT YET RUN ON A GPU. This file was written and compiled on a machine without
+ * one; only its "no driver" path has run. The first real run is the GPU branch of
+ * tests/c/test_cuda_codegen.c (cuda_codegen_gpu_launch), which compares against eager.
+ *
+ * libtocha links no CUDA library: libcuda.so.1 is dlopen'ed and the dozen entry points
+ * used are declared here by hand (C ABI: int results, opaque handles, 64-bit device
+ * pointers), so nothing CUDA is needed to build. Device pointers come from the CUDA
+ * backend (libtocha_cuda.so allocates with the runtime, in the same primary context that
+ * is made current here), and kernels go on the legacy default stream, so they order with
+ * the backend's copies and elementwise launches.
+ *
+ * Per (device, kernel name) one entry holds the loaded module, the function, and for a
+ * RED_ALL kernel its partials and its completion counter (zeroed once; the kernel leaves
+ * it zero). Entries live as long as the process; modules are never unloaded.
+ */
+#include "cuda_codegen.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef int cu_result;
+typedef int cu_device;
+typedef struct cu_ctx_st *cu_context;
+typedef struct cu_mod_st *cu_module;
+typedef struct cu_func_st *cu_function;
+typedef unsigned long long cu_ptr;
+
+enum { ATTR_SMS = 16, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, JIT_ERROR_LOG = 5, JIT_ERROR_LOG_SIZE = 6 };
+
+static struct {
+    cu_result (*init)(unsigned int flags);
+    cu_result (*device_get)(cu_device *d, int ordinal);
+    cu_result (*attribute)(int *v, int attr, cu_device d);
+    cu_result (*ctx_retain)(cu_context *c, cu_device d);
+    cu_result (*ctx_set)(cu_context c);
+    cu_result (*module_load)(cu_module *m, const void *image, unsigned int nopts, int *opts, void **vals);
+    cu_result (*get_function)(cu_function *f, cu_module m, const char *name);
+    cu_result (*launch)(cu_function f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
+                        void **extra);
+    cu_result (*mem_alloc)(cu_ptr *p, size_t n);
+    cu_result (*memset32)(cu_ptr p, unsigned int v, size_t n);
+    cu_result (*error_string)(cu_result r, const char **s);
+    bool ok;
+    char why[512];
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void load_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(drv.why, sizeof drv.why, "no CUDA driver (libcuda.so.1: %.400s)", e ? e : "not found");
+        return;
+    }
+    static const char *const names[] = {
+        "cuInit",          "cuDeviceGet",        "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain",
+        "cuCtxSetCurrent", "cuModuleLoadDataEx", "cuModuleGetFunction",  "cuLaunchKernel",
+        "cuMemAlloc_v2",   "cuMemsetD32_v2",     "cuGetErrorString"};
+    void *syms[11];
+    for (int i = 0; i < 11; i++)
+        if (!(syms[i] = dlsym(h, names[i]))) {
+            snprintf(drv.why, sizeof drv.why, "the CUDA driver lacks %s (too old?)", names[i]);
+            return;
+        }
+    memcpy(&drv.init, &syms[0], sizeof(void *));
+    memcpy(&drv.device_get, &syms[1], sizeof(void *));
+    memcpy(&drv.attribute, &syms[2], sizeof(void *));
+    memcpy(&drv.ctx_retain, &syms[3], sizeof(void *));
+    memcpy(&drv.ctx_set, &syms[4], sizeof(void *));
+    memcpy(&drv.module_load, &syms[5], sizeof(void *));
+    memcpy(&drv.get_function, &syms[6], sizeof(void *));
+    memcpy(&drv.launch, &syms[7], sizeof(void *));
+    memcpy(&drv.mem_alloc, &syms[8], sizeof(void *));
+    memcpy(&drv.memset32, &syms[9], sizeof(void *));
+    memcpy(&drv.error_string, &syms[10], sizeof(void *));
+    cu_result r = drv.init(0);
+    if (r != 0) {
+        const char *s = NULL;
+        drv.error_string(r, &s);
+        snprintf(drv.why, sizeof drv.why, "cuInit failed: %s (%d)", s ? s : "unknown error", r);
+        return;
+    }
+    drv.ok = true;
+}
+
+static tc_status cu_fail_r(cu_result r, const char *label, const char *what)
+{
+    const char *s = NULL;
+    if (drv.error_string) drv.error_string(r, &s);
+    return tc_set_error(TC_ERR_DEVICE, "cuda launch: %s: %s failed: %s (%d)", label, what, s ? s : "unknown error", r);
+}
+
+/* ---- loaded kernels ------------------------------------------------------------------ */
+
+#define MAX_DEVICES 64
+
+typedef struct lentry {
+    struct lentry *next;
+    int dev;
+    char name[32];
+    cu_module mod;
+    cu_function fn;
+    int sms;
+    cu_ptr part, count; /* RED_ALL: grid doubles, one counter */
+    int64_t part_n;
+} lentry;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static lentry *loaded;
+static cu_context ctxs[MAX_DEVICES];
+
+/* Makes dev's primary context current on this thread (retained once per
+ * device). */
+static tc_status use_device(int dev, const char *label)
+{
+    if (!ctxs[dev]) {
+        cu_device d;
+        cu_result r = drv.device_get(&d, dev);
+        if (r == 0) r = drv.ctx_retain(&ctxs[dev], d);
+        if (r != 0) return cu_fail_r(r, label, "retaining the primary context");
+    }
+    cu_result r = drv.ctx_set(ctxs[dev]);
+    return r ? cu_fail_r(r, label, "cuCtxSetCurrent") : TC_OK;
+}
+
+/* The entry for (dev, k), loading it on first use. Called with mu held. */
+static tc_status get_entry(int dev, const tc_cuda_kernel *k, lentry **out)
+{
+    for (lentry *e = loaded; e; e = e->next)
+        if (e->dev == dev && strcmp(e->name, k->name) == 0) {
+            *out = e;
+            return TC_OK;
+        }
+    cu_device d;
+    int major = 0, minor = 0, sms = 0;
+    cu_result r = drv.device_get(&d, dev);
+    if (r == 0) r = drv.attribute(&major, ATTR_CC_MAJOR, d);
+    if (r == 0) r = drv.attribute(&minor, ATTR_CC_MINOR, d);
+    if (r == 0) r = drv.attribute(&sms, ATTR_SMS, d);
+    if (r != 0) return cu_fail_r(r, k->label, "reading the device's attributes");
+    char arch[32], *ptx = NULL;
+    snprintf(arch, sizeof arch, "compute_%d%d", major, minor);
+    TRY(tc_cuda_kernel_ptx(k, arch, &ptx));
+    lentry *e = calloc(1, sizeof *e);
+    if (!e) {
+        free(ptx);
+        return tc_set_error(TC_ERR_MEMORY, "cuda launch: %s: out of memory", k->label);
+    }
+    char log[2048] = "";
+    int opts[2] = {JIT_ERROR_LOG, JIT_ERROR_LOG_SIZE};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    r = drv.module_load(&e->mod, ptx, 2, opts, vals);
+    free(ptx);
+    if (r != 0) {
+        free(e);
+        const char *s = NULL;
+        drv.error_string(r, &s);
+        /* an older driver than NVRTC refuses the PTX version: the log says so */
+        return tc_set_error(TC_ERR_DEVICE, "cuda launch: %s: loading the PTX for %s failed: %s (%d) %.300s", k->label,
+                            arch, s ? s : "unknown error", r, log);
+    }
+    r = drv.get_function(&e->fn, e->mod, k->name);
+    if (r == 0 && k->reduce == TC_CUDA_RED_ALL) {
+        e->part_n = tc_cuda_kernel_grid(k, sms);
+        r = drv.mem_alloc(&e->part, sizeof(double) * (size_t)e->part_n);
+        if (r == 0) r = drv.mem_alloc(&e->count, sizeof(unsigned int));
+        if (r == 0) r = drv.memset32(e->count, 0, 1);
+    }
+    if (r != 0) {
+        free(e); /* the module (and any scratch) stays: never unloaded, as loaded
+                    ones */
+        return cu_fail_r(r, k->label, "preparing the kernel");
+    }
+    e->dev = dev, e->sms = sms;
+    memcpy(e->name, k->name, sizeof e->name);
+    e->next = loaded, loaded = e;
+    *out = e;
+    return TC_OK;
+}
+
+/* Launches k on dev: ins[k->nins] and outs[k->nouts] are device pointers laid
+ * out as the kernel was generated for (cuda_codegen.h). Asynchronous, on the
+ * default stream. */
+tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *ins, void *const *outs)
+{
+    if (!k || !k->src) return tc_set_error(TC_ERR_ARG, "cuda launch: no generated kernel");
+    if ((k->nins && !ins) || !outs) return tc_set_error(TC_ERR_ARG, "cuda launch: %s: NULL pointer list", k->label);
+    if (k->nins + k->nouts > 62) return tc_set_error(TC_ERR_ARG, "cuda launch: %s: too many arguments", k->label);
+    if (dev < 0 || dev >= MAX_DEVICES) return tc_set_error(TC_ERR_ARG, "cuda launch: %s: bad device %d", k->label, dev);
+    pthread_once(&drv_once, load_driver);
+    if (!drv.ok) return tc_set_error(TC_ERR_DEVICE, "cuda launch: %s: %s", k->label, drv.why);
+    pthread_mutex_lock(&mu);
+    lentry *e = NULL;
+    tc_status s = use_device(dev, k->label);
+    if (s == TC_OK) s = get_entry(dev, k, &e);
+    pthread_mutex_unlock(&mu);
+    if (s) return s;
+    /* each kernel parameter is a pointer: params[i] points at the i-th pointer
+     * value */
+    void *vals[64], *params[64];
+    int np = 0;
+    for (int i = 0; i < k->nins; i++) vals[np++] = ins[i];
+    for (int o = 0; o < k->nouts; o++) vals[np++] = outs[o];
+    if (k->reduce == TC_CUDA_RED_ALL) {
+        vals[np++] = (void *)(uintptr_t)e->part;
+        vals[np++] = (void *)(uintptr_t)e->count;
+    }
+    for (int i = 0; i < np; i++) params[i] = &vals[i];
+    int64_t grid = tc_cuda_kernel_grid(k, e->sms);
+    if (k->reduce == TC_CUDA_RED_ALL && grid > e->part_n) grid = e->part_n;
+    cu_result r = drv.launch(e->fn, (unsigned int)grid, 1, 1, TC_CUDA_FUSED_BLOCK, 1, 1, 0, NULL, params, NULL);
+    return r ? cu_fail_r(r, k->label, "cuLaunchKernel") : TC_OK;
+}
