@@ -298,6 +298,8 @@ static tc_status prepare(tc_graph *g, plan *pl)
             if (pl->bind[nd->out[0]] == TC_GB_VIEW) TRY(prepare_views_and_headers(g, pl, n));
         } else if (nd->op >= TC_OP_COUNT) {
             TRY(add_step(g, pl, n, S_CONTROL));
+        } else if (nd->flags & TC_GN_CAT_PLACED) {
+            /* memplan.c placed its inputs inside its result: nothing is left to do */
         } else if (!grouped) {
             int mode = kind == TC_KIND_INDEX || kind == TC_KIND_RANDOM ? S_CHECKED : kind == TC_KIND_EW ? S_EW : S_KERNEL;
             int nout = nd->nout;

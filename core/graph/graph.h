@@ -56,6 +56,8 @@ enum {
     TC_GN_RANDOM = 8,      /* draws random numbers: never folded, merged or duplicated */
     TC_GN_PLACE = 16,      /* appended by a pass: tc_graph_compact places it as early as its
                               inputs allow (then clears the flag) */
+    TC_GN_CAT_PLACED = 32, /* memplan.c: the cat's inputs were placed inside its result, which
+                              is then complete once they are computed: the executor skips it */
 };
 
 /* Graph-level node kinds beyond the op table (numbered after TC_OP_COUNT). */

@@ -267,6 +267,115 @@ static int64_t place_by_size(pbuf *b, int32_t nb, pbuf **tmp)
     return top;
 }
 
+/* Cats built in place: a cat whose slices are contiguous runs of its result (all dims before
+ * the cat dim have size 1) and whose inputs are arena values of their own gets its inputs
+ * placed inside its result, so the kernel that makes an input writes its slice and the cat
+ * has nothing left to do (TC_GN_CAT_PLACED: the executor skips it). A recurrent net's
+ * per-step outputs are the case: before, the steps' outputs and their cat were both live.
+ * Not for values a planned in-place node reuses or overwrites, views, or a value in two
+ * cats. host[v] = the cat result v lives in (-1: none), at hoff[v] bytes. */
+static int32_t place_cats(tc_graph *g, const tc_gplan_info *a, int32_t *host, int64_t *hoff, uint8_t *touched)
+{
+    int32_t nn = g->nnodes, nv = g->nvals, ncats = 0;
+    for (int32_t v = 0; v < nv; v++) host[v] = -1, hoff[v] = 0, touched[v] = 0;
+    for (int32_t n = 0; n < nn; n++) {
+        const tc_gnode *nd = &g->nodes[n];
+        if (a->pos[n] < 0 || !(nd->flags & TC_GN_INPLACE) || nd->inplace < 0 || nd->inplace >= nd->nin) continue;
+        if (nd->in[nd->inplace] >= 0) touched[nd->in[nd->inplace]] = 1;
+        if (nd->out[0] >= 0) touched[nd->out[0]] = 1;
+    }
+    for (int32_t n = 0; n < nn; n++) {
+        tc_gnode *nd = &g->nodes[n];
+        nd->flags &= ~(uint32_t)TC_GN_CAT_PLACED;
+        if (nd->op != TC_OP_CAT || a->pos[n] < 0 || nd->group >= 0 || nd->nout < 1 || nd->nin < 1) continue;
+        int32_t v = nd->out[0];
+        const tc_gval *x = v >= 0 ? &g->vals[v] : NULL;
+        if (!x || a->bind[v] != TC_GB_ARENA || touched[v] || x->ndim < 1) continue;
+        int64_t dim = nd->p.i[0] < 0 ? nd->p.i[0] + x->ndim : nd->p.i[0];
+        bool ok = dim >= 0 && dim < x->ndim;
+        for (int64_t d = 0; ok && d < dim; d++) ok = x->size[d] == 1;
+        int64_t total = 0;
+        for (int i = 0; ok && i < nd->nin; i++) {
+            int32_t u = nd->in[i];
+            ok = u >= 0 && u != v && a->bind[u] == TC_GB_ARENA && g->vals[u].view_of < 0 && !touched[u] &&
+                 host[u] < 0 && g->vals[u].dtype == x->dtype;
+            for (int j = 0; ok && j < i; j++) ok = nd->in[j] != u;
+            if (ok) total += tc_graph_val_bytes(g, u);
+        }
+        if (!ok || total != tc_graph_val_bytes(g, v)) continue;
+        int64_t off = 0;
+        for (int i = 0; i < nd->nin; i++) {
+            int32_t u = nd->in[i];
+            host[u] = v, hoff[u] = off;
+            off += tc_graph_val_bytes(g, u);
+        }
+        nd->flags |= TC_GN_CAT_PLACED;
+        ncats++;
+    }
+    return ncats;
+}
+
+/* The plan again, biggest buffers first, with cats built in place: kept when cats were
+ * placed (their copies and double lives are gone) or when it is smaller than the in-order
+ * plan. */
+static tc_status replan(tc_graph *g, const tc_gplan_info *a, const int32_t *run_start, const int32_t *run,
+                        int32_t *ncats)
+{
+    int32_t nn = g->nnodes, nv = g->nvals;
+    int32_t *host = malloc(sizeof(int32_t) * (size_t)(nv + 1)), *bufof = malloc(sizeof(int32_t) * (size_t)(nv + 1));
+    int64_t *hoff = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    uint8_t *touched = malloc((size_t)nv + 1);
+    pbuf *bufs = malloc(sizeof(pbuf) * (size_t)(nv + 1));
+    pbuf **conflicts = malloc(sizeof(pbuf *) * (size_t)(nv + 1));
+    int64_t *offs = malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    *ncats = 0;
+    if (!host || !bufof || !hoff || !touched || !bufs || !conflicts || !offs) {
+        free(host), free(bufof), free(hoff), free(touched), free(bufs), free(conflicts), free(offs);
+        return tc_set_error(TC_ERR_MEMORY, "memplan: out of memory for %d values", (int)nv);
+    }
+    *ncats = place_cats(g, a, host, hoff, touched);
+    /* the outermost cat each value lives in, and where in it */
+    for (int32_t v = 0; v < nv; v++) {
+        bufof[v] = -1;
+        int32_t r = v;
+        int64_t off = 0;
+        for (int k = 0; host[r] >= 0 && k < nv; k++) off += hoff[r], r = host[r];
+        host[v] = r, hoff[v] = off;
+    }
+    int32_t nb = 0;
+    for (int32_t p = 0; p < nn; p++)
+        for (int32_t i = run_start[p]; i < run_start[p + 1]; i++) {
+            const tc_gnode *nd = &g->nodes[run[i]];
+            for (int o = 0; o < nd->nout; o++) {
+                int32_t v = nd->out[o];
+                if (v < 0 || a->bind[v] != TC_GB_ARENA) continue;
+                int32_t r = host[v];
+                if (o == 0 && (nd->flags & TC_GN_INPLACE)) r = host[nd->in[nd->inplace]], hoff[v] = 0;
+                if (bufof[r] < 0) {
+                    bufof[r] = nb;
+                    bufs[nb] = (pbuf){.size = aligned_bytes(g, r), .start = p, .end = a->end[r], .id = nb};
+                    nb++;
+                }
+                pbuf *b = &bufs[bufof[r]];
+                if (b->start > p) b->start = p;
+                if (b->end < a->end[v]) b->end = a->end[v];
+                bufof[v] = bufof[r];
+            }
+        }
+    int64_t top = nb <= BY_SIZE_MAX_BUFFERS ? place_by_size(bufs, nb, conflicts) : -1;
+    if (top >= 0 && (*ncats > 0 || top < g->planned_bytes)) {
+        for (int32_t i = 0; i < nb; i++) offs[bufs[i].id] = bufs[i].off;
+        for (int32_t v = 0; v < nv; v++)
+            if (a->bind[v] == TC_GB_ARENA && bufof[v] >= 0) g->vals[v].offset = offs[bufof[v]] + hoff[v];
+        g->planned_bytes = top;
+    } else {
+        for (int32_t n = 0; n < nn; n++) g->nodes[n].flags &= ~(uint32_t)TC_GN_CAT_PLACED;
+        *ncats = 0;
+    }
+    free(host), free(bufof), free(hoff), free(touched), free(bufs), free(conflicts), free(offs);
+    return TC_OK;
+}
+
 /* ---- the pass ------------------------------------------------------------------------------ */
 
 /* Keeps node n's TC_GN_INPLACE only where it is still valid: both buffers in the arena,
@@ -318,9 +427,6 @@ tc_status tc_pass_memplan(tc_graph *g)
 
     int64_t unplanned = 0;
     int32_t nbuf = 0, ninplace = 0;
-    /* the buffers, for the second placement: bufof[v] = v's buffer (in-place chains share) */
-    int32_t *bufof = malloc(sizeof(int32_t) * (size_t)(nv + 1));
-    pbuf *bufs = bufof ? malloc(sizeof(pbuf) * (size_t)(nv + 1)) : NULL;
     for (int32_t v = 0; v < nv; v++)
         if (g->vals[v].offset != TC_GOFF_WRITEBACK || a.bind[v] != TC_GB_WRITEBACK) g->vals[v].offset = TC_GOFF_NONE;
     for (int32_t p = 0; p < nn; p++) {
@@ -336,16 +442,8 @@ tc_status tc_pass_memplan(tc_graph *g)
                     int32_t u = nd->in[nd->inplace];
                     g->vals[v].offset = g->vals[u].offset;
                     moved[u] = 1, ninplace++;
-                    if (bufs) {
-                        bufof[v] = bufof[u];
-                        if (bufs[bufof[v]].end < a.end[v]) bufs[bufof[v]].end = a.end[v];
-                    }
                 } else {
                     g->vals[v].offset = size ? take(&f, size) : 0;
-                    if (bufs) {
-                        bufof[v] = nbuf - ninplace - 1;
-                        bufs[bufof[v]] = (pbuf){.size = size, .start = p, .end = a.end[v], .id = bufof[v]};
-                    }
                 }
             }
         }
@@ -356,28 +454,20 @@ tc_status tc_pass_memplan(tc_graph *g)
         }
     }
     g->planned_bytes = f.top;
-    int32_t nb = nbuf - ninplace;
-    pbuf **conflicts = bufs && nb <= BY_SIZE_MAX_BUFFERS ? malloc(sizeof(pbuf *) * (size_t)(nb + 1)) : NULL;
-    int64_t *offs = conflicts ? malloc(sizeof(int64_t) * (size_t)(nb + 1)) : NULL;
-    int64_t top = offs ? place_by_size(bufs, nb, conflicts) : -1;
-    if (top >= 0 && top < f.top) { /* keep the smaller plan */
-        for (int32_t i = 0; i < nb; i++) offs[bufs[i].id] = bufs[i].off;
-        for (int32_t p = 0; p < nn; p++)
-            for (int32_t i = run_start[p]; i < run_start[p + 1]; i++) {
-                const tc_gnode *nd = &g->nodes[run[i]];
-                for (int o = 0; o < nd->nout; o++)
-                    if (nd->out[o] >= 0 && a.bind[nd->out[o]] == TC_GB_ARENA && aligned_bytes(g, nd->out[o]))
-                        g->vals[nd->out[o]].offset = offs[bufof[nd->out[o]]];
-            }
-        g->planned_bytes = top;
+    int32_t ncats = 0;
+    tc_status st2 = replan(g, &a, run_start, run, &ncats);
+    if (st2) {
+        free(run_start), free(run), free(die_start), free(die), free(moved), free(f.r);
+        tc_gplan_info_free(&a);
+        return st2;
     }
-    free(bufof), free(bufs), free(conflicts), free(offs);
     g->unplanned_bytes = unplanned;
     free(run_start), free(run), free(die_start), free(die), free(moved), free(f.r);
     tc_gplan_info_free(&a);
 
     tc_gpass_stat st = {.pass = "memplan", .bytes_planned = g->planned_bytes, .bytes_unplanned = unplanned};
     st.nodes_before = st.nodes_after = tc_graph_live_nodes(g);
-    snprintf(st.note, sizeof st.note, "%d buffers in the arena, %d reused in place", (int)nbuf, (int)ninplace);
+    snprintf(st.note, sizeof st.note, "%d buffers in the arena, %d reused in place, %d cats built in place", (int)nbuf,
+             (int)ninplace, (int)ncats);
     return tc_graph_add_stat(g, &st);
 }

@@ -192,6 +192,43 @@ TEST(graph_memplan_biggest_first_packs_fragmented_lives)
     ct_drop();
 }
 
+/* A cat along dim 0 gets its inputs placed inside its result (no copy, one buffer); along
+ * dim 1 its slices are not contiguous runs, so it copies as before. */
+TEST(graph_memplan_cat_built_in_place)
+{
+    for (int dim = 0; dim < 2; dim++) {
+        tc_graph *g;
+        CHECK_OK(tc_graph_new(&g));
+        int32_t x;
+        CHECK_OK(tc_graph_add_input(g, TC_F32, 2, SZ(8, 32), &x));
+        int32_t a = op1(g, TC_OP_NEG, x, NULL), b = op1(g, TC_OP_EXP, x, NULL);
+        int32_t c = op2(g, TC_OP_CAT, a, b, P(.i = {dim}));
+        int32_t y = op2(g, TC_OP_ADD, op1(g, TC_OP_SUM, c, SUM_ALL), op1(g, TC_OP_SUM, a, SUM_ALL), P(.s = {1}));
+        CHECK_OK(tc_graph_mark_output(g, y));
+        CHECK_OK(tc_graph_compile(g, 0));
+        int32_t cat = g->vals[c].producer;
+        bool placed = (g->nodes[cat].flags & TC_GN_CAT_PLACED) != 0;
+        CHECK(placed == (dim == 0));
+        if (dim == 0) {
+            CHECK(g->vals[a].offset == g->vals[c].offset && g->vals[b].offset == g->vals[c].offset + 1024);
+            CHECK(tc_graph_planned_bytes(g) <= 2048 + 2 * 64); /* a and b are c's halves */
+        } else {
+            int64_t oa = g->vals[a].offset, oc = g->vals[c].offset;
+            CHECK(oa + 1024 <= oc || oc + 2048 <= oa);
+        }
+        tc_tensor *xt = input_8x32(0.4 + dim), *out[1] = {NULL};
+        CHECK_OK(tc_graph_run(g, (const tc_tensor *[]){xt}, 1, out, 1));
+        ct_keep(out[0]);
+        tc_tensor *ea = eager(TC_OP_NEG, xt, NULL, NULL);
+        tc_tensor *ec = eager(TC_OP_CAT, ea, eager(TC_OP_EXP, xt, NULL, NULL), P(.i = {dim}));
+        tc_tensor *e = eager(TC_OP_ADD, eager(TC_OP_SUM, ec, NULL, SUM_ALL), eager(TC_OP_SUM, ea, NULL, SUM_ALL),
+                             P(.s = {1}));
+        CHECK(same_tensor(out[0], e));
+        tc_graph_free(g);
+    }
+    ct_drop();
+}
+
 /* a view keeps its root's buffer alive until the view's last reader */
 TEST(graph_memplan_views_extend_their_root)
 {
