@@ -20,17 +20,6 @@ static tc_status fwd_bwd(const tc_tensor *x, tc_tensor *w, tc_tensor **loss, tc_
     return s;
 }
 
-static int same_tensor(const tc_tensor *a, const tc_tensor *b)
-{
-    if (!a || !b || a->dtype != b->dtype || !tc_same_shape(a, b)) return 0;
-    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
-        if (ct_at(a, i) != ct_at(b, i)) {
-            printf("  element %lld: %.9g vs %.9g\n", (long long)i, ct_at(a, i), ct_at(b, i));
-            return 0;
-        }
-    return 1;
-}
-
 TEST(graph_trace_run_forward_backward_matches_eager)
 {
     tc_tensor *x = ct_keep(ct_arange(TC_F32, 2, SZ(2, 3)));

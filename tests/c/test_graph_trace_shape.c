@@ -5,17 +5,6 @@
 #include "trace_test_util.h"
 #include "tocha_control.h"
 
-static int same_tensor(const tc_tensor *a, const tc_tensor *b)
-{
-    if (!a || !b || a->dtype != b->dtype || !tc_same_shape(a, b)) return 0;
-    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
-        if (ct_at(a, i) != ct_at(b, i)) {
-            printf("  element %lld: %.17g vs %.17g\n", (long long)i, ct_at(a, i), ct_at(b, i));
-            return 0;
-        }
-    return 1;
-}
-
 /* One training step on captured w: loss = sum(tanh(x @ w)); w -= 0.5 * dloss/dw. */
 static tc_status train_step(const tc_tensor *x, tc_tensor *w, tc_tensor **loss)
 {

@@ -47,4 +47,16 @@ static inline int dump_has(const tc_graph *g, const char *text)
 
 #define SUM_ALL P(.i = {-1, 0})
 
+/* a and b have the same dtype, shape and values (exactly); prints the first difference */
+static inline int same_tensor(const tc_tensor *a, const tc_tensor *b)
+{
+    if (!a || !b || a->dtype != b->dtype || !tc_same_shape(a, b)) return 0;
+    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
+        if (ct_at(a, i) != ct_at(b, i)) {
+            printf("  element %lld: %.17g vs %.17g\n", (long long)i, ct_at(a, i), ct_at(b, i));
+            return 0;
+        }
+    return 1;
+}
+
 #endif
