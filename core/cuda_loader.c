@@ -174,7 +174,7 @@ int tc_cuda_probe(const char *path, char *why, size_t cap)
 
 /* The table, or TC_ERR_DEVICE "cuda <op>: CUDA unavailable: <reason>"; and dev, when
  * dev >= 0 is asked for, must be one of the devices counted at load. */
-static tc_status need(const char *op, int dev, const tc_cuda_api **api)
+tc_status tc_cuda_need(const char *op, int dev, const tc_cuda_api **api)
 {
     const cuda_state *st = state();
     *api = NULL;
@@ -187,7 +187,7 @@ static tc_status need(const char *op, int dev, const tc_cuda_api **api)
 }
 
 /* Passes a backend failure on as libtocha's error (the backend's message names the call). */
-static tc_status backend(const tc_cuda_api *api, tc_status s)
+tc_status tc_cuda_backend_status(const tc_cuda_api *api, tc_status s)
 {
     if (s == TC_OK) return TC_OK;
     const char *m = api->last_error();
@@ -199,27 +199,27 @@ tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out)
     const tc_cuda_api *api;
     if (!out) return tc_set_error(TC_ERR_ARG, "cuda memory_stats: NULL result");
     memset(out, 0, sizeof *out);
-    tc_status s = need("memory_stats", dev, &api);
-    return s ? s : backend(api, api->memory_stats(dev, out));
+    tc_status s = tc_cuda_need("memory_stats", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->memory_stats(dev, out));
 }
 
 tc_status tc_cuda_empty_cache(int dev)
 {
     const tc_cuda_api *api;
     if (dev == -1) {
-        tc_status s = need("empty_cache", 0, &api);
-        for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = backend(api, api->empty_cache(d));
+        tc_status s = tc_cuda_need("empty_cache", 0, &api);
+        for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_backend_status(api, api->empty_cache(d));
         return s;
     }
-    tc_status s = need("empty_cache", dev, &api);
-    return s ? s : backend(api, api->empty_cache(dev));
+    tc_status s = tc_cuda_need("empty_cache", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->empty_cache(dev));
 }
 
 tc_status tc_cuda_reset_peak_stats(int dev)
 {
     const tc_cuda_api *api;
-    tc_status s = need("reset_peak_stats", dev, &api);
-    return s ? s : backend(api, api->reset_peak_stats(dev));
+    tc_status s = tc_cuda_need("reset_peak_stats", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->reset_peak_stats(dev));
 }
 
 /* The user's device selection, per thread like CUDA's own (the backend's current device
@@ -229,8 +229,8 @@ static _Thread_local int g_current_dev;
 tc_status tc_cuda_set_device(int dev)
 {
     const tc_cuda_api *api;
-    tc_status s = need("set_device", dev, &api);
-    if (!s) s = backend(api, api->set_device(dev));
+    tc_status s = tc_cuda_need("set_device", dev, &api);
+    if (!s) s = tc_cuda_backend_status(api, api->set_device(dev));
     if (!s) g_current_dev = dev;
     return s;
 }
@@ -240,7 +240,7 @@ tc_status tc_cuda_current_device(int *dev)
     const tc_cuda_api *api;
     if (!dev) return tc_set_error(TC_ERR_ARG, "cuda current_device: NULL result");
     *dev = 0;
-    tc_status s = need("current_device", 0, &api);
+    tc_status s = tc_cuda_need("current_device", 0, &api);
     if (!s) *dev = g_current_dev;
     return s;
 }
@@ -250,13 +250,13 @@ tc_status tc_cuda_alloc(int dev, size_t nbytes, void **ptr)
     const tc_cuda_api *api;
     if (!ptr) return tc_set_error(TC_ERR_ARG, "cuda alloc: NULL result");
     *ptr = NULL;
-    tc_status s = need("alloc", dev, &api);
-    return s ? s : backend(api, api->alloc(dev, nbytes, ptr));
+    tc_status s = tc_cuda_need("alloc", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->alloc(dev, nbytes, ptr));
 }
 
 tc_status tc_cuda_free(int dev, void *ptr)
 {
     const tc_cuda_api *api;
-    tc_status s = need("free", dev, &api);
-    return s ? s : backend(api, api->release(dev, ptr));
+    tc_status s = tc_cuda_need("free", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->release(dev, ptr));
 }

@@ -23,7 +23,7 @@ static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
 
 static const tc_backend *backend_for(int device)
 {
-    return device == TC_CPU ? &tc_cpu_backend : NULL;
+    return device == TC_CPU ? &tc_cpu_backend : TC_DEVICE_IS_CUDA(device) ? &tc_cuda_backend : NULL;
 }
 
 /* The dtype an op's flags are checked against: the first tensor input, or for ops with
@@ -52,6 +52,44 @@ static tc_status check_dtype_flags(const tc_kcall *k)
                                                                : "not for this type");
 }
 
+/* Devices of a call: every tensor on one device, except that a 0-dim CPU tensor may join
+ * a device op (PyTorch's rule: autograd's scalars, x:add(torch.Tensor{1}:squeeze())); the
+ * kernel then gets a device copy of it. A copy (CONVERT) may cross devices. */
+static bool cpu_scalar(const tc_tensor *t) { return t->device == TC_CPU && t->ndim == 0; }
+
+static tc_status device_mismatch(const tc_kcall *k, const char *what, const tc_tensor *t, int device)
+{
+    char d1[16], d2[16], b1[TC_SHAPE_BUF];
+    return tc_set_error(TC_ERR_DEVICE, "%s: %s of size %s is on %s but the op runs on %s; move it with :cuda() or :float()",
+                        k->info->name, what, tc_shape_str(t, b1, sizeof b1), tc_device_str(t->device, d1, sizeof d1),
+                        tc_device_str(device, d2, sizeof d2));
+}
+
+static tc_status check_devices(const tc_kcall *k, int *device)
+{
+    int dev = -1;
+    for (int i = 0; i < k->nin; i++)
+        if (k->in[i] && !cpu_scalar(k->in[i]) && dev < 0) dev = k->in[i]->device;
+    for (int i = 0; i < k->nin && dev < 0; i++) /* only 0-dim CPU tensors */
+        if (k->in[i]) dev = TC_CPU;
+    if (dev < 0) dev = k->out[0] ? k->out[0]->device : TC_CPU;
+    char what[32];
+    for (int i = 0; i < k->nin; i++) {
+        const tc_tensor *t = k->in[i];
+        if (!t || t->device == dev || (cpu_scalar(t) && dev != TC_CPU)) continue;
+        snprintf(what, sizeof what, "input %d", i + 1);
+        return device_mismatch(k, what, t, dev);
+    }
+    if (k->info->kind != TC_KIND_CONVERT)
+        for (int o = 0; o < k->nout; o++)
+            if (k->out[o] && k->out[o]->device != dev) {
+                snprintf(what, sizeof what, "result %d", o + 1);
+                return device_mismatch(k, what, k->out[o], dev);
+            }
+    *device = k->info->kind == TC_KIND_CONVERT && k->out[0] ? k->out[0]->device : dev;
+    return TC_OK;
+}
+
 static tc_status check_inputs(const tc_kcall *k, int *device)
 {
     const tc_opinfo *info = k->info;
@@ -69,19 +107,13 @@ static tc_status check_inputs(const tc_kcall *k, int *device)
         }
         if ((unsigned)t->dtype >= TC_DTYPE_COUNT || t->ndim < 0 || t->ndim > TC_MAX_DIMS)
             return tc_set_error(TC_ERR_ARG, "%s: input %d is not a valid tensor", info->name, i + 1);
-        int dev = t->storage ? t->storage->device : TC_CPU;
-        if (*device >= 0 && dev != *device)
-            return tc_set_error(TC_ERR_DEVICE, "%s: inputs on different devices (%s and %s)", info->name,
-                                *device == TC_CPU ? "cpu" : "cuda", dev == TC_CPU ? "cpu" : "cuda");
-        *device = dev;
     }
-    if (*device < 0) *device = (k->out[0] && k->out[0]->storage) ? k->out[0]->storage->device : TC_CPU;
-    return TC_OK;
+    return check_devices(k, device);
 }
 
 /* Makes out[i] match spec: a given tensor must have the right dtype and is resized if its
  * size differs (unless it is also an input: an in-place result cannot change shape). */
-static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, tc_tensor **res, bool *fresh)
+static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, int device, tc_tensor **res, bool *fresh)
 {
     char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
     for (int o = 0; o < spec->nout; o++) {
@@ -102,7 +134,7 @@ static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, tc_ten
     for (int o = 0; o < spec->nout; o++) {
         tc_status s;
         if (!res[o]) {
-            s = tc_tensor_alloc((tc_dtype)spec->dtype[o], spec->ndim[o], spec->size[o], &res[o]);
+            s = tc_tensor_alloc_on(device, (tc_dtype)spec->dtype[o], spec->ndim[o], spec->size[o], &res[o]);
             if (s == TC_OK) fresh[o] = true;
         } else {
             tc_tensor *t = res[o];
@@ -126,8 +158,38 @@ static inline void bump_version(tc_tensor *t)
 
 _Thread_local bool tc_exec_shape_only;
 
+/* A device op's 0-dim CPU inputs become device copies for the kernel (check_devices). */
+static tc_status run_on_device(tc_kcall *k, tc_kernel kern, int device)
+{
+    bool moves = false;
+    for (int i = 0; i < k->nin; i++)
+        if (k->in[i] && k->in[i]->device != device && k->info->kind != TC_KIND_CONVERT) moves = true;
+    if (!moves) return kern(k);
+    enum { MAXIN = 64 };
+    if (k->nin > MAXIN)
+        return tc_set_error(TC_ERR_DEVICE, "%s: CPU scalars among more than %d inputs", k->info->name, MAXIN);
+    const tc_tensor *in[MAXIN];
+    tc_tensor *moved[MAXIN] = {0};
+    tc_status s = TC_OK;
+    for (int i = 0; i < k->nin && !s; i++) {
+        in[i] = k->in[i];
+        if (in[i] && in[i]->device != device) {
+            s = tc_tensor_to(in[i], device, -1, &moved[i]);
+            in[i] = moved[i];
+        }
+    }
+    if (!s) {
+        tc_kcall k2 = *k;
+        k2.in = in;
+        s = kern(&k2);
+    }
+    for (int i = 0; i < k->nin; i++) tc_tensor_release(moved[i]);
+    return s;
+}
+
 tc_status tc_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out, int nout)
 {
+    if (tc_autocast_on) return tc_autocast_op_run(op, in, nin, p, out, nout);
     if (tc_trace_active) return tc_trace_op_run(op, in, nin, p, out, nout);
     if (tc_autograd_wanted(in, nin, out, nout)) return tc_autograd_op_run(op, in, nin, p, out, nout);
     return tc_op_exec(op, in, nin, p, out, nout);
@@ -161,7 +223,8 @@ tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_par
     if (!p) p = &no_params;
     /* Fast path for tiny elementwise calls (see tc_cpu_ew_fast): a given result of the
      * right shape, or a fresh one shaped like the first input. */
-    if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0] && !tc_exec_shape_only) {
+    if (info->kind == TC_KIND_EW && nin == info->nin && nin > 0 && in && in[0] && in[0]->device == TC_CPU &&
+        !tc_exec_shape_only) {
         tc_tensor *o = out[0];
         if (o && o->dtype == in[0]->dtype && tc_same_shape(o, in[0])) {
             if (tc_cpu_ew_fast(op, info, in, nin, p, o)) {
@@ -204,15 +267,19 @@ tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_par
 
     const tc_backend *be = backend_for(device);
     tc_kernel kern = be ? be->kernels[op] : NULL;
-    if (!kern)
-        return tc_set_error(TC_ERR_DEVICE, "%s: not available on %s", info->name, device == TC_CPU ? "cpu" : "cuda");
+    if (!kern) {
+        char d[16];
+        return tc_set_error(TC_ERR_DEVICE, "%s: not available on %s", info->name, tc_device_str(device, d, sizeof d));
+    }
+    if (device != TC_CPU) TRY(tc_cuda_check_device(info->name, device));
     tc_outspec spec = {0};
     TRY(prepare_of_kind[info->kind](&k, &spec));
     bool fresh[2] = {false, false};
-    tc_status s = setup_outputs(&k, &spec, res, fresh);
+    tc_status s = setup_outputs(&k, &spec, device, res, fresh);
     if (s == TC_OK && !tc_exec_shape_only) { /* shape-only: results allocated, not computed */
         k.nout = spec.nout;
-        s = kern(&k);
+        if (info->kind == TC_KIND_CONVERT && k.in[0]->device != res[0]->device) s = tc_copy_across_devices(&k);
+        else s = device == TC_CPU ? kern(&k) : run_on_device(&k, kern, device);
     }
     if (s) {
         for (int o = 0; o < 2; o++)

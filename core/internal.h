@@ -40,6 +40,9 @@ tc_status tc_storage_alloc(int64_t nbytes, tc_storage **out);
 /* Allocates a contiguous tensor of the given dtype and sizes (no error text about ops:
  * callers add context). */
 tc_status tc_tensor_alloc(tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out);
+/* The same on a device code (tc_tensor_new_on without the argument checks). */
+tc_status tc_tensor_alloc_on(int device, tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out);
+
 
 static inline int32_t tc_atomic_inc(int32_t *p) { return __atomic_add_fetch(p, 1, __ATOMIC_RELAXED); }
 static inline int32_t tc_atomic_dec(int32_t *p) { return __atomic_sub_fetch(p, 1, __ATOMIC_ACQ_REL); }
@@ -129,6 +132,31 @@ typedef struct tc_backend {
 } tc_backend;
 
 extern const tc_backend tc_cpu_backend;
+
+/* ---- devices (core/cuda_backend.c) ----------------------------------------------------- */
+
+/* TC_OK when device is a CUDA device code naming an existing device; else TC_ERR_DEVICE
+ * ("<op>: CUDA unavailable: <reason>", "<op>: no device cuda:3 (2 devices)"). */
+tc_status tc_cuda_check_device(const char *op, int device);
+/* A storage header (counted in tc_memory_stats' storages) over memory the caller hands
+ * over: deleter(data, ctx) frees it with the last reference. */
+tc_status tc_storage_adopt(void *data, int64_t nbytes, int device, void (*deleter)(void *, void *), void *ctx,
+                           tc_storage **out);
+/* New storage of nbytes on a CUDA device code, from its caching allocator. */
+tc_status tc_cuda_storage_alloc(int device, int64_t nbytes, bool zero, tc_storage **out);
+/* nbytes from src on src_device to dst on dst_device (either may be TC_CPU); waits until
+ * the bytes have arrived when the destination is the host. */
+tc_status tc_device_copy_bytes(int dst_device, void *dst, int src_device, const void *src, size_t nbytes);
+/* The CUDA backend's kernel for every op (run on the device, or on the host when the
+ * backend has no kernel and the fallback is on). */
+extern const tc_backend tc_cuda_backend;
+/* A copy (TC_OP_COPY) from one device to another: k->in[0] and k->out[0] differ in device. */
+tc_status tc_copy_across_devices(const tc_kcall *k);
+/* A host tensor with t's values: t itself (retained) when on the CPU, else a copy. Prepare
+ * steps that read values (index bounds, mask counts) go through it. */
+tc_status tc_host_values(const tc_tensor *t, tc_tensor **out);
+/* Byte span [lo, hi) that t's elements occupy in its storage (no elements: lo == hi). */
+void tc_tensor_byte_span(const tc_tensor *t, int64_t *lo, int64_t *hi);
 
 /* ---- the prepare step (backend-independent) ------------------------------------------ */
 
@@ -239,5 +267,13 @@ typedef struct tc_elem_iter {
 void tc_elem_iter_init(tc_elem_iter *it, const tc_tensor *t);
 /* Returns the current element pointer and advances; NULL when done. */
 char *tc_elem_iter_next(tc_elem_iter *it);
+
+/* ---- autocast hook into the dispatcher (core/autocast.c) ------------------------------- */
+
+/* 1 while autocast is on for this thread: tc_op_run then hands each call to
+ * tc_autocast_op_run, which casts inputs by the op's class and runs it (tocha_amp.h). */
+extern _Thread_local int tc_autocast_on;
+tc_status tc_autocast_op_run(tc_op op, const tc_tensor *const *in, int nin, const tc_params *p, tc_tensor **out,
+                             int nout);
 
 #endif /* TC_INTERNAL_H */

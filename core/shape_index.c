@@ -35,7 +35,6 @@ static int64_t dim_size(const tc_tensor *t, int d)
     return t->size[d];
 }
 
-static bool on_cpu(const tc_tensor *t) { return !t->storage || t->storage->device == TC_CPU; }
 
 static void spec_set(tc_outspec *spec, int o, int dtype, int ndim, const int64_t *sizes)
 {
@@ -99,7 +98,14 @@ static tc_status vector_index(const char *op, const tc_tensor *idx)
 /* Every index value lies in [0, size) of dim d. */
 static tc_status index_values(const char *op, const tc_tensor *idx, int d, int64_t size)
 {
-    if (!idx->storage || !on_cpu(idx) || tc_exec_shape_only) return TC_OK;
+    if (!idx->storage || tc_exec_shape_only) return TC_OK;
+    if (idx->device != TC_CPU) { /* device indices: checked on a host copy (one sync) */
+        tc_tensor *h;
+        TRY(tc_host_values(idx, &h));
+        tc_status s = index_values(op, h, d, size);
+        tc_tensor_release(h);
+        return s;
+    }
     if (tc_tensor_is_contiguous(idx)) { /* the common case: one branch-light pass */
         const int64_t *v = (const int64_t *)tc_base(idx);
         int64_t n = tc_tensor_numel(idx), bad = 0;
@@ -195,13 +201,18 @@ static tc_status mask_fits(const char *op, const tc_tensor *mask, const tc_tenso
                         tc_sizes_str(mn, ms, b1, sizeof b1), tc_sizes_str(dn, ds, b2, sizeof b2));
 }
 
-static tc_status count_on_cpu(const char *op, const tc_tensor *t)
+/* How many elements of t broadcast to (nd, sz) are set: a result size, computed on the host
+ * (device values are copied over first). */
+static tc_status count_set(const char *op, const tc_tensor *t, int nd, const int64_t *sz, int64_t *n)
 {
     if (tc_exec_shape_only)
         return tc_set_error(TC_ERR_UNSUPPORTED,
                             "%s: the result's size depends on values that a shape-only trace does not compute", op);
-    if (on_cpu(t)) return TC_OK;
-    return tc_set_error(TC_ERR_DEVICE, "%s: data-dependent sizes are computed on the CPU only", op);
+    tc_tensor *h;
+    TRY(tc_host_values(t, &h));
+    *n = tc_count_nonzero(h, nd, sz);
+    tc_tensor_release(h);
+    return TC_OK;
 }
 
 tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec)
@@ -273,9 +284,9 @@ tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec)
         TRY(mask_dtype(op, b));
         TRY(same_dtype2(op, "source", c, a));
         TRY(mask_fits(op, b, a));
-        TRY(count_on_cpu(op, b));
         int nd = eff_shape(a, sz);
-        int64_t set = tc_count_nonzero(b, nd, sz), have = tc_tensor_numel(c);
+        int64_t set = 0, have = tc_tensor_numel(c);
+        TRY(count_set(op, b, nd, sz, &set));
         if (have < set)
             return tc_set_error(TC_ERR_SHAPE, "%s: mask has %lld set elements but the source has only %lld", op,
                                 (long long)set, (long long)have);
@@ -284,7 +295,6 @@ tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec)
     }
     case TC_OP_MASKED_SELECT: { /* (src, mask) broadcast together -> (count) */
         TRY(mask_dtype(op, b));
-        TRY(count_on_cpu(op, b));
         int64_t as[TC_MAX_DIMS], ms[TC_MAX_DIMS];
         tc_tensor ea = *a, eb = *b; /* (0)-shaped stand-ins for Torch7 empties */
         ea.ndim = eff_shape(a, as), eb.ndim = eff_shape(b, ms);
@@ -292,14 +302,15 @@ tc_status tc_prepare_index(const tc_kcall *k, tc_outspec *spec)
         const tc_tensor *pair[2] = {&ea, &eb};
         int nd;
         TRY(tc_broadcast_shapes(op, pair, 2, &nd, sz));
-        int64_t n = tc_count_nonzero(b, nd, sz);
+        int64_t n = 0;
+        TRY(count_set(op, b, nd, sz, &n));
         spec_set(spec, 0, a->dtype, 1, &n);
         return TC_OK;
     }
     case TC_OP_NONZERO: { /* (src) -> (count, ndim) int64 */
-        TRY(count_on_cpu(op, a));
         int nd = eff_shape(a, sz);
-        int64_t out[2] = {tc_count_nonzero(a, nd, sz), a->ndim};
+        int64_t out[2] = {0, a->ndim};
+        TRY(count_set(op, a, nd, sz, &out[0]));
         spec_set(spec, 0, TC_I64, 2, out);
         return TC_OK;
     }

@@ -79,6 +79,13 @@ static tc_status check_no_overlap(const char *op, const tc_tensor *t)
 static tc_status check_values(const char *op, const char *what, const tc_tensor *p, double lo, double hi)
 {
     if (tc_exec_shape_only) return TC_OK; /* undefined values: the graph run checks them */
+    if (p->device != TC_CPU) { /* device values: checked on a host copy */
+        tc_tensor *h;
+        TRY(tc_host_values(p, &h));
+        tc_status s = check_values(op, what, h, lo, hi);
+        tc_tensor_release(h);
+        return s;
+    }
     tc_elem_iter it;
     tc_elem_iter_init(&it, p);
     char *e;
@@ -142,6 +149,16 @@ static tc_status prepare_multinomial(const tc_kcall *k, tc_outspec *spec)
     if (p->ndim != 1 && p->ndim != 2)
         return tc_set_error(TC_ERR_SHAPE, "multinomial: probabilities must be 1-D or 2-D, got %s",
                             tc_shape_str(p, b, sizeof b));
+    if (p->device != TC_CPU && !tc_exec_shape_only) { /* the weights are checked on a host copy */
+        tc_tensor *h;
+        TRY(tc_host_values(p, &h));
+        const tc_tensor *in[1] = {h};
+        tc_kcall k2 = *k;
+        k2.in = in;
+        tc_status s = prepare_multinomial(&k2, spec);
+        tc_tensor_release(h);
+        return s;
+    }
     int64_t rows = p->ndim == 2 ? p->size[0] : 1, ncat = p->size[p->ndim - 1];
     int64_t samples = k->p->i[0];
     bool repl = k->p->i[1] != 0;

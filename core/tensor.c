@@ -6,6 +6,7 @@
  * loader's prefetch threads, an embedding host's threads).
  */
 #include "internal.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -95,6 +96,37 @@ tc_status tc_storage_new(int64_t nbytes, tc_storage **out)
     return TC_OK;
 }
 
+tc_status tc_storage_adopt(void *data, int64_t nbytes, int device, void (*deleter)(void *, void *), void *ctx,
+                           tc_storage **out)
+{
+    tc_storage *s = tc_malloc(sizeof *s, "storage");
+    if (!s) return TC_ERR_MEMORY;
+    *s = (tc_storage){.data = data, .nbytes = nbytes, .refcount = 1, .device = device, .deleter = deleter,
+                      .deleter_ctx = ctx};
+    __atomic_add_fetch(&storages_live, 1, __ATOMIC_RELAXED);
+    *out = s;
+    return TC_OK;
+}
+
+/* Storage on any device: host memory, or device memory from the CUDA backend
+ * (cuda_backend.c). zero: fill with zero bytes. */
+static tc_status storage_alloc_on(int device, int64_t nbytes, bool zero, tc_storage **out)
+{
+    if (device == TC_CPU) {
+        TRY(tc_storage_alloc(nbytes, out));
+        if (zero) memset((*out)->data, 0, (size_t)nbytes);
+        return TC_OK;
+    }
+    return tc_cuda_storage_alloc(device, nbytes, zero, out);
+}
+
+tc_status tc_storage_new_on(int device, int64_t nbytes, tc_storage **out)
+{
+    if (!out) return tc_set_error(TC_ERR_ARG, "storage_new: NULL result");
+    if (nbytes < 0) return tc_set_error(TC_ERR_ARG, "storage_new: negative size %lld", (long long)nbytes);
+    return storage_alloc_on(device, nbytes, true, out);
+}
+
 void tc_storage_retain(tc_storage *s)
 {
     if (s) tc_atomic_inc(&s->refcount);
@@ -172,6 +204,7 @@ static tc_tensor *header_new(tc_dtype dt)
     memset(t, 0, sizeof *t);
     t->refcount = 1;
     t->dtype = dt;
+    t->device = TC_CPU;
     __atomic_add_fetch(&tensors_live, 1, __ATOMIC_RELAXED);
     return t;
 }
@@ -184,16 +217,22 @@ static tc_status check_dtype(const char *what, tc_dtype dt)
 
 tc_status tc_tensor_alloc(tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out)
 {
+    return tc_tensor_alloc_on(TC_CPU, dt, ndim, sizes, out);
+}
+
+tc_status tc_tensor_alloc_on(int device, tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out)
+{
     TRY(check_dtype("tensor", dt));
     int64_t es = (int64_t)tc_dtype_size(dt);
     TRY(check_sizes("tensor", ndim, sizes, es));
     tc_tensor *t = header_new(dt);
     if (!t) return TC_ERR_MEMORY;
-    tc_status s = tc_storage_alloc(tc_numel_of(ndim, sizes) * es, &t->storage);
+    tc_status s = storage_alloc_on(device, tc_numel_of(ndim, sizes) * es, false, &t->storage);
     if (s) {
         tc_tensor_release(t);
         return s;
     }
+    t->device = device;
     t->ndim = ndim;
     if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
     tc_contiguous_strides(ndim, sizes, t->stride);
@@ -209,9 +248,22 @@ tc_status tc_tensor_new(tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor *
 
 tc_status tc_tensor_new_empty(tc_dtype dt, tc_tensor **out)
 {
+    return tc_tensor_new_empty_on(TC_CPU, dt, out);
+}
+
+tc_status tc_tensor_new_on(int device, tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out)
+{
+    if (!out || (ndim > 0 && !sizes)) return tc_set_error(TC_ERR_ARG, "tensor_new: NULL argument");
+    return tc_tensor_alloc_on(device, dt, ndim, sizes, out);
+}
+
+tc_status tc_tensor_new_empty_on(int device, tc_dtype dt, tc_tensor **out)
+{
     TRY(check_dtype("tensor_new_empty", dt));
+    if (device != TC_CPU) TRY(tc_cuda_check_device("tensor_new_empty", device));
     tc_tensor *t = header_new(dt);
     if (!t) return TC_ERR_MEMORY;
+    t->device = device;
     *out = t;
     return TC_OK;
 }
@@ -252,6 +304,7 @@ tc_status tc_tensor_new_view(tc_storage *s, tc_dtype dt, int64_t offset, int ndi
     if (!t) return TC_ERR_MEMORY;
     tc_storage_retain(s);
     t->storage = s;
+    t->device = s->device;
     t->offset = offset;
     t->ndim = ndim;
     if (ndim > 0) memcpy(t->size, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
@@ -344,9 +397,16 @@ tc_status tc_tensor_resize(tc_tensor *t, int ndim, const int64_t *sizes)
     if (need > have || !t->storage) {
         /* Grow: copy what the old storage held so Torch7's resize-then-fill code works. */
         tc_storage *s;
-        TRY(tc_storage_alloc(need, &s));
-        if (t->storage && have > 0 && tc_tensor_is_contiguous(t))
-            memcpy(s->data, tc_base(t), (size_t)(have < need ? have : need));
+        TRY(storage_alloc_on(t->device, need, false, &s));
+        if (t->storage && have > 0 && tc_tensor_is_contiguous(t)) {
+            size_t n = (size_t)(have < need ? have : need);
+            tc_status c = t->device == TC_CPU ? (memcpy(s->data, tc_base(t), n), TC_OK)
+                                              : tc_device_copy_bytes(t->device, s->data, t->device, tc_base(t), n);
+            if (c) {
+                tc_storage_release(s);
+                return c;
+            }
+        }
         tc_storage_release(t->storage);
         t->storage = s;
         t->offset = 0;
@@ -364,6 +424,11 @@ tc_status tc_tensor_set(tc_tensor *t, const tc_tensor *src)
         return tc_set_error(TC_ERR_DTYPE, "set: %s tensor cannot view a %s tensor",
                             tc_dtype_name((tc_dtype)t->dtype), tc_dtype_name((tc_dtype)src->dtype));
     if (t == src) return TC_OK;
+    if (t->device != src->device) {
+        char a[16], b[16];
+        return tc_set_error(TC_ERR_DEVICE, "set: a %s tensor cannot view a %s tensor (copy it across instead)",
+                            tc_device_str(t->device, a, sizeof a), tc_device_str(src->device, b, sizeof b));
+    }
     tc_storage_retain(src->storage);
     tc_storage_release(t->storage);
     t->storage = src->storage;
@@ -386,6 +451,11 @@ tc_status tc_tensor_set_storage(tc_tensor *t, tc_storage *s, int64_t offset, int
     }
     if (!s && tc_numel_of(ndim, sizes) > 0) return tc_set_error(TC_ERR_ARG, "set: no storage for a non-empty size");
     if (s) TRY(check_bounds("set", s, (tc_dtype)t->dtype, offset, ndim, sizes, strides));
+    if (s && s->device != t->device) {
+        char a[16], b[16];
+        return tc_set_error(TC_ERR_DEVICE, "set: a %s tensor cannot view a %s storage",
+                            tc_device_str(t->device, a, sizeof a), tc_device_str(s->device, b, sizeof b));
+    }
     tc_storage_retain(s);
     tc_storage_release(t->storage);
     t->storage = s;
@@ -421,11 +491,18 @@ static tc_status element_ptr(const char *what, const tc_tensor *t, const int64_t
     return TC_OK;
 }
 
+/* Device tensors: one element crosses over (cutorch's t[i] does the same, one sync each). */
 tc_status tc_tensor_get(const tc_tensor *t, const int64_t *index, double *out)
 {
     char *p = NULL;
     TRY(element_ptr("get", t, index, &p));
-    *out = tc_load_as_double(t->dtype, p);
+    if (t->device == TC_CPU) {
+        *out = tc_load_as_double(t->dtype, p);
+        return TC_OK;
+    }
+    char buf[16];
+    TRY(tc_device_copy_bytes(TC_CPU, buf, t->device, p, (size_t)tc_elsize(t->dtype)));
+    *out = tc_load_as_double(t->dtype, buf);
     return TC_OK;
 }
 
@@ -433,7 +510,13 @@ tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v)
 {
     char *p = NULL;
     TRY(element_ptr("set", t, index, &p));
-    tc_store_double(t->dtype, p, v);
+    if (t->device == TC_CPU) {
+        tc_store_double(t->dtype, p, v);
+    } else {
+        char buf[16];
+        tc_store_double(t->dtype, buf, v);
+        TRY(tc_device_copy_bytes(t->device, p, TC_CPU, buf, (size_t)tc_elsize(t->dtype)));
+    }
     t->storage->version++; /* a write autograd must see (see tc_op_run) */
     return TC_OK;
 }
@@ -441,13 +524,13 @@ tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v)
 double tc_tensor_item(const tc_tensor *t)
 {
     char *p = tc_base(t);
+    if (p && t->device != TC_CPU) return NAN; /* device memory: tc_tensor_get copies it */
     return p ? tc_load_as_double(t->dtype, p) : 0.0;
 }
 
 /* ---- overlap ------------------------------------------------------------------------------ */
 
-/* Byte span [lo, hi) that t's elements occupy in its storage (empty: lo == hi). */
-static void byte_span(const tc_tensor *t, int64_t *lo, int64_t *hi)
+void tc_tensor_byte_span(const tc_tensor *t, int64_t *lo, int64_t *hi)
 {
     int64_t es = tc_elsize(t->dtype), first = t->offset;
     int64_t last = first;
@@ -467,7 +550,7 @@ bool tc_tensor_overlaps(const tc_tensor *a, const tc_tensor *b)
 {
     if (!a->storage || a->storage != b->storage) return false;
     int64_t alo, ahi, blo, bhi;
-    byte_span(a, &alo, &ahi);
-    byte_span(b, &blo, &bhi);
+    tc_tensor_byte_span(a, &alo, &ahi);
+    tc_tensor_byte_span(b, &blo, &bhi);
     return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
 }

@@ -73,7 +73,14 @@ float tc_f16_to_f32(uint16_t h);
 uint16_t tc_f32_to_bf16(float x);
 float tc_bf16_to_f32(uint16_t h);
 
+/* Devices. A device code is TC_CPU (0) or TC_CUDA + the CUDA ordinal: TC_CUDA is cuda:0,
+ * TC_CUDA + 1 is cuda:1. Storages and tensors carry one; ops run where their inputs are. */
 typedef enum tc_device { TC_CPU = 0, TC_CUDA = 1 } tc_device;
+#define TC_DEVICE_CUDA(ordinal) (TC_CUDA + (ordinal))
+#define TC_DEVICE_IS_CUDA(device) ((device) >= TC_CUDA)
+#define TC_DEVICE_ORDINAL(device) ((device) - TC_CUDA) /* CUDA ordinal of a CUDA device code */
+/* "cpu", "cuda:0", ... into buf (at least 16 bytes); returns buf. */
+const char *tc_device_str(int device, char *buf, size_t cap);
 
 /* ---- storage and tensors ------------------------------------------------------------ */
 
@@ -95,7 +102,8 @@ typedef struct tc_tensor {
     int32_t refcount; /* atomic */
     int32_t dtype;    /* tc_dtype */
     int32_t ndim;
-    int32_t flags;    /* reserved for autograd */
+    int32_t flags;    /* autograd and tracing bits (internal.h) */
+    int32_t device;   /* device code: equals storage->device whenever storage is set */
     int64_t offset;
     int64_t size[TC_MAX_DIMS];
     int64_t stride[TC_MAX_DIMS];
@@ -110,6 +118,14 @@ tc_status tc_tensor_new_empty(tc_dtype dt, tc_tensor **out);
 /* New view of storage s (retained) with the given geometry; bounds are checked. */
 tc_status tc_tensor_new_view(tc_storage *s, tc_dtype dt, int64_t offset, int ndim,
                              const int64_t *sizes, const int64_t *strides, tc_tensor **out);
+/* The same on a device (a device code, see tc_device): contents uninitialised. On a CUDA
+ * device the bytes come from the device's caching allocator; TC_ERR_DEVICE when CUDA is
+ * unavailable or the ordinal does not exist. */
+tc_status tc_tensor_new_on(int device, tc_dtype dt, int ndim, const int64_t *sizes, tc_tensor **out);
+tc_status tc_tensor_new_empty_on(int device, tc_dtype dt, tc_tensor **out);
+/* A new contiguous tensor on device (and of dtype dt; -1 keeps t's) holding t's values:
+ * Torch7's t:cuda() / t:float(), PyTorch's t.to(device, dtype). Always a copy. */
+tc_status tc_tensor_to(const tc_tensor *t, int device, int dt, tc_tensor **out);
 /* Wraps host memory without copying. strides may be NULL (contiguous). deleter (may be
  * NULL: the caller keeps the memory alive longer than every tensor that views it) is
  * called with (data, ctx) when the last view is gone. */
@@ -126,6 +142,8 @@ void tc_storage_retain(tc_storage *s);
 void tc_storage_release(tc_storage *s);
 /* New storage of nbytes on the CPU, zero-filled. */
 tc_status tc_storage_new(int64_t nbytes, tc_storage **out);
+/* New storage of nbytes on device, zero-filled. */
+tc_status tc_storage_new_on(int device, int64_t nbytes, tc_storage **out);
 
 /* Torch7's resize: t takes the given sizes with contiguous strides, keeping its storage
  * and offset when large enough, otherwise getting a new one (contents kept up to the old
@@ -141,12 +159,15 @@ void tc_tensor_clear(tc_tensor *t);
 
 int64_t tc_tensor_numel(const tc_tensor *t);
 int tc_tensor_is_contiguous(const tc_tensor *t);
-/* Pointer to element 0 of the view (NULL when the tensor has no storage). */
+/* Pointer to element 0 of the view (NULL when the tensor has no storage). On a CUDA tensor
+ * this is a device pointer: never dereference it on the host. */
 void *tc_tensor_data(const tc_tensor *t);
-/* Element at a 0-based multi-index, as a double (i64 beyond 2^53 loses precision). */
+/* Element at a 0-based multi-index, as a double (i64 beyond 2^53 loses precision). On a
+ * device tensor get/set_value copy one element across (slow, like cutorch's t[i]). */
 tc_status tc_tensor_get(const tc_tensor *t, const int64_t *index, double *out);
 tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v);
-/* Same fast pair for the first element of a 1-element tensor (Torch7 scalars). */
+/* Same fast pair for the first element of a 1-element tensor (Torch7 scalars); CPU
+ * tensors only (NaN for a device tensor: use tc_tensor_get). */
 double tc_tensor_item(const tc_tensor *t);
 
 /* ---- the op table ------------------------------------------------------------------- */
@@ -293,12 +314,30 @@ tc_status tc_cuda_current_device(int *dev);
  * with tc_cuda_free on the same device. The raw buffers under device tensors, and tests. */
 tc_status tc_cuda_alloc(int dev, size_t nbytes, void **ptr);
 tc_status tc_cuda_free(int dev, void *ptr);
+/* Waits for all work queued on dev (-1: every device) and reports a failed kernel. */
+tc_status tc_cuda_synchronize(int dev);
+/* Switches of the backend (cuda_api.h has their meaning): TF32 in float32 matrix products
+ * and convolutions (PyTorch's allow_tf32), cuDNN algorithm search per shape
+ * (cudnn.benchmark), and whether an op with no CUDA kernel may run on the host, its
+ * inputs copied over and its results copied back (on by default; counted). */
+typedef enum tc_cuda_flag {
+    TC_CUDA_FLAG_TF32 = 0,
+    TC_CUDA_FLAG_CUDNN_BENCHMARK = 1,
+    TC_CUDA_FLAG_HOST_FALLBACK = 2,
+    TC_CUDA_FLAG_COUNT
+} tc_cuda_flag;
+tc_status tc_cuda_set_flag(int flag, int64_t value);
+int64_t tc_cuda_get_flag(int flag);
+/* Ops run on the host for lack of a CUDA kernel, since process start, and per op: the
+ * count for op (a tc_op; -1: all ops). */
+int64_t tc_cuda_host_fallbacks(int op);
 
 /* Autograd and data loading have their own headers (also part of the ffi.cdef). */
 #include "tocha_autograd.h"
 #include "tocha_data.h"
 #include "tocha_graph.h"
 #include "tocha_control.h"
+#include "tocha_amp.h"
 
 #ifndef TC_CDEF
 #ifdef __cplusplus

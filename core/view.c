@@ -259,6 +259,6 @@ tc_status tc_view_run(const tc_kcall *k, tc_tensor **out)
     }
     if (!t->storage && tc_numel_of(g.ndim, g.size) > 0)
         return tc_set_error(TC_ERR_SHAPE, "%s: the input tensor is empty", op);
-    if (!t->storage) return tc_tensor_new_empty((tc_dtype)t->dtype, out);
+    if (!t->storage) return tc_tensor_new_empty_on(t->device, (tc_dtype)t->dtype, out);
     return tc_tensor_new_view(t->storage, (tc_dtype)t->dtype, g.offset, g.ndim, g.size, g.stride, out);
 }

@@ -25,6 +25,28 @@ else
     failed=$((failed + $(echo "$c_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
 fi
 
+# The device tests (cuda_dev_*) again over the mock CUDA backend: on a machine without a
+# GPU they otherwise only check that device calls fail cleanly (tests/c/test_cuda_device.c).
+TOCHA_CUDA_LIB="$root/$build/tests/libtocha_cuda_mock.so" TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M \
+    "$build/tests/ctest" cuda_dev 2>&1 | sed 's/^c: /c (mock CUDA): /' | tee "$log"
+m_line=$(grep -E '^c \(mock CUDA\): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -z "$m_line" ]; then
+    echo "run.sh: the C device tests over the mock backend crashed or printed no summary"
+    failed=$((failed + 1))
+else
+    passed=$((passed + $(echo "$m_line" | sed -E 's/^c \(mock CUDA\): ([0-9]+) passed.*/\1/')))
+    failed=$((failed + $(echo "$m_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+fi
+
+# Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.
+for prog in "$build"/tests/cuda_host_*; do
+    [ -x "$prog" ] || continue
+    "$prog" > "$log" 2>&1
+    echo "$(basename "$prog"): $(tail -n 1 "$log")"
+    if grep -qE '^[0-9]+ passed, 0 failed' "$log"; then passed=$((passed + 1)); else
+        tail -n 20 "$log"; echo "FAIL $prog"; failed=$((failed + 1)); fi
+done
+
 # busted specs (utfTerminal output ends with "N successes / N failures / N errors / N pending").
 if [ -n "$ASAN" ]; then
     export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"

@@ -10,6 +10,7 @@ void tc_tmeta_of(const tc_tensor *t, tc_tmeta *m)
 {
     m->dtype = t->dtype;
     m->ndim = t->ndim;
+    m->device = t->device;
     for (int d = 0; d < TC_MAX_DIMS; d++) m->size[d] = d < t->ndim ? t->size[d] : 0;
 }
 
@@ -55,7 +56,7 @@ tc_status tc_g_scale(const tc_tensor *a, double v, tc_tensor **out)
 tc_status tc_g_full(const tc_tmeta *m, double v, tc_tensor **out)
 {
     tc_tensor *t;
-    TRY(tc_tensor_alloc((tc_dtype)m->dtype, m->ndim, m->size, &t));
+    TRY(tc_tensor_alloc_on(m->device, (tc_dtype)m->dtype, m->ndim, m->size, &t));
     tc_params p = {.s = {v, 0}};
     tc_tensor *res[1] = {t};
     tc_status s = tc_op_run(TC_OP_FILL, NULL, 0, &p, res, 1);
@@ -277,14 +278,27 @@ tc_status tc_g_cat(const tc_tensor *const *ts, int n, int dim, tc_tensor **out)
     return tc_g_op(TC_OP_CAT, ts, n, &p, out);
 }
 
-tc_status tc_g_index(const int64_t *vals, int64_t n, tc_tensor **out)
+/* A made-by-hand index tensor on device (filled on the host, then moved). */
+static tc_status index_on(int device, tc_tensor *host, tc_tensor **out)
+{
+    if (device != TC_CPU) {
+        tc_tensor *moved;
+        tc_status s = tc_tensor_to(host, device, -1, &moved);
+        tc_tensor_release(host);
+        TRY(s);
+        host = moved;
+    }
+    host->flags |= TC_TF_SCRATCH; /* made by hand: a graph trace snapshots it as a constant */
+    *out = host;
+    return TC_OK;
+}
+
+tc_status tc_g_index(int device, const int64_t *vals, int64_t n, tc_tensor **out)
 {
     tc_tensor *t;
     TRY(tc_tensor_alloc(TC_I64, 1, &n, &t));
     if (n > 0) memcpy(tc_tensor_data(t), vals, sizeof(int64_t) * (size_t)n);
-    t->flags |= TC_TF_SCRATCH; /* made by hand: a graph trace snapshots it as a constant */
-    *out = t;
-    return TC_OK;
+    return index_on(device, t, out);
 }
 
 tc_status tc_g_flip(const tc_tensor *t, int dim, tc_tensor **out)
@@ -294,7 +308,7 @@ tc_status tc_g_flip(const tc_tensor *t, int dim, tc_tensor **out)
     TRY(tc_tensor_alloc(TC_I64, 1, &n, &idx));
     int64_t *v = tc_tensor_data(idx);
     for (int64_t k = 0; k < n; k++) v[k] = n - 1 - k;
-    idx->flags |= TC_TF_SCRATCH; /* made by hand: a graph trace snapshots it as a constant */
+    TRY(index_on(t->device, idx, &idx));
     tc_params p = {.i = {dim}};
     const tc_tensor *in[2] = {t, idx};
     tc_status s = tc_g_op(TC_OP_INDEX_SELECT, in, 2, &p, out);

@@ -19,6 +19,7 @@
 typedef struct tc_tmeta {
     int32_t dtype;
     int32_t ndim;
+    int32_t device; /* where tensors made from this meta (zeros, ones) are allocated */
     int64_t size[TC_MAX_DIMS];
 } tc_tmeta;
 
@@ -148,7 +149,7 @@ tc_status tc_g_narrow(const tc_tensor *t, int dim, int64_t start, int64_t len, t
 /* cat of n tensors along dim. */
 tc_status tc_g_cat(const tc_tensor *const *ts, int n, int dim, tc_tensor **out);
 /* A 1-D int64 tensor holding vals[0..n) (constant indices built from shapes, not data). */
-tc_status tc_g_index(const int64_t *vals, int64_t n, tc_tensor **out);
+tc_status tc_g_index(int device, const int64_t *vals, int64_t n, tc_tensor **out);
 /* t reversed along dim (index_select with a reversed index). */
 tc_status tc_g_flip(const tc_tensor *t, int dim, tc_tensor **out);
 /* t padded with zeros at the end of each dim up to m's sizes (same ndim, t no larger). */

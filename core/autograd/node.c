@@ -484,7 +484,7 @@ static tc_status save_input(const tc_tensor *t, const tc_edge *e, bool copy, tc_
 {
     tc_tensor *s;
     if (copy) {
-        TRY(tc_tensor_alloc((tc_dtype)t->dtype, t->ndim, t->size, &s));
+        TRY(tc_tensor_alloc_on(t->device, (tc_dtype)t->dtype, t->ndim, t->size, &s));
         tc_tensor *res[1] = {s};
         tc_params p = {.i = {-1}};
         tc_status st = tc_trace_exec_nested(TC_OP_COPY, &t, 1, &p, res, 1); /* a trace records the copy */
@@ -585,8 +585,8 @@ tc_status tc_autograd_op_run(tc_op op, const tc_tensor *const *in, int nin, cons
          * their int64 index output; only float outputs get a history */
         if (n && n->saved[nin + o]) {
             tc_tensor *sv = n->saved[nin + o];
-            sv->dtype = t->dtype;
-            tc_tensor_set(sv, t); /* same dtype now: cannot fail */
+            sv->dtype = t->dtype, sv->device = t->device; /* sv has no storage yet */
+            tc_tensor_set(sv, t); /* same dtype and device now: cannot fail */
             n->saved_ver[nin + o] = t->storage ? t->storage->version : 0;
         }
         if (n && flt) {

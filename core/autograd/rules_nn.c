@@ -64,7 +64,8 @@ static const tc_tensor *conv_input_grad(tc_garena *A, const tc_params *fw, const
  * layer) at a few times the cost. */
 static const tc_tensor *bias_grad(tc_garena *A, const tc_tensor *g)
 {
-    tc_tmeta flat = {.dtype = g->dtype, .ndim = 3, .size = {g->size[0], g->size[1], g->size[2] * g->size[3]}};
+    tc_tmeta flat = {.dtype = g->dtype, .ndim = 3, .device = g->device,
+                     .size = {g->size[0], g->size[1], g->size[2] * g->size[3]}};
     return tc_ga_sum(A, tc_ga_sum(A, tc_ga_reshape(A, g, &flat), 2, 0), 0, 0);
 }
 
@@ -149,7 +150,8 @@ TC_GRAD_RULE(maxpool_rule, TC_SAVE_OUT1)
     tc_garena A_ = {0}, *A = &A_;
     const tc_tmeta *m = &c->meta[0], *mo = &c->out_meta[0];
     int nd = m->ndim;
-    tc_tmeta flat = {.dtype = m->dtype, .ndim = 2}, flat_out = {.dtype = mo->dtype, .ndim = 2};
+    tc_tmeta flat = {.dtype = m->dtype, .ndim = 2, .device = m->device},
+             flat_out = {.dtype = mo->dtype, .ndim = 2, .device = mo->device};
     flat.size[0] = 1;
     for (int d = 0; d < nd - 2; d++) flat.size[0] *= m->size[d];
     flat.size[1] = m->size[nd - 2] * m->size[nd - 1];

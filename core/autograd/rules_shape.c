@@ -131,9 +131,10 @@ static const tc_tensor *gather_back(tc_garena *A, const tc_tmeta *m, const tc_te
 {
     if (A->err || !g) return NULL;
     int64_t n_in = tc_numel_of(m->ndim, m->size), n_out = tc_tensor_numel(g);
-    tc_tmeta flat = {.dtype = m->dtype, .ndim = 1, .size = {n_in + 1}}, gflat = {.dtype = g->dtype, .ndim = 1, .size = {n_out}};
+    tc_tmeta flat = {.dtype = m->dtype, .ndim = 1, .device = g->device, .size = {n_in + 1}},
+             gflat = {.dtype = g->dtype, .ndim = 1, .device = g->device, .size = {n_out}};
     tc_tensor *idx = NULL;
-    tc_status s = tc_g_index(pos, n_out, &idx);
+    tc_status s = tc_g_index(g->device, pos, n_out, &idx);
     if (!tc_ga_keep(A, s, idx)) return NULL;
     const tc_tensor *acc = run(A, TC_OP_INDEX_ADD, tc_ga_full(A, &flat, 0), idx, tc_ga_reshape(A, g, &gflat), 0, 0);
     return tc_ga_reshape(A, view_op(A, TC_OP_NARROW, acc, 0, 0, n_in), m);
@@ -324,7 +325,8 @@ TC_GRAD_RULE(masked_copy_rule, TC_SAVE_IN1)
     if (c->needs[0]) tc_ga_out(A, run(A, TC_OP_MASKED_FILL, G0, X1, NULL, 0, 0), &gin[0]);
     if (c->needs[2]) {
         const tc_tensor *sel = run(A, TC_OP_MASKED_SELECT, G0, X1, NULL, 0, 0);
-        tc_tmeta flat = {.dtype = M(2)->dtype, .ndim = 1, .size = {tc_numel_of(M(2)->ndim, M(2)->size)}};
+        tc_tmeta flat = {.dtype = M(2)->dtype, .ndim = 1, .device = M(2)->device,
+                         .size = {tc_numel_of(M(2)->ndim, M(2)->size)}};
         tc_tensor *t = NULL;
         tc_status s = sel ? tc_g_pad_to(sel, &flat, &t) : TC_OK;
         tc_ga_out(A, tc_ga_reshape(A, tc_ga_keep(A, s, t), M(2)), &gin[2]);

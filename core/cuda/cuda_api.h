@@ -27,7 +27,46 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 2
+#define TC_CUDA_API_VERSION 3
+
+/* ---- ops on device tensors (version 3) ------------------------------------------------ */
+
+/* A strided view of device memory, as a kernel sees a tensor. */
+typedef struct tc_cuda_view {
+    void *data;    /* element 0 of the view (a device pointer); NULL: an absent optional input
+                      (conv bias, bernoulli's probabilities) or a tensor with no elements */
+    int32_t dtype; /* tc_dtype */
+    int32_t ndim;  /* 0..TC_MAX_DIMS; 0 is a scalar (one element) */
+    int64_t size[TC_MAX_DIMS];
+    int64_t stride[TC_MAX_DIMS]; /* in elements; 0 where an input is broadcast */
+    int64_t numel;               /* product of size (1 for ndim 0) */
+} tc_cuda_view;
+
+/* One op call, already validated by libtocha's dispatcher (core/dispatch.c):
+ *  - op is a tc_op; its kind, arity and flags are in ops.def (tc_op_info);
+ *  - inputs have the dtypes the op accepts; outputs exist with their final sizes and dtypes
+ *    (out[i] may alias an input: in-place ops); an output never partially overlaps an input;
+ *  - EW (elementwise), SELECT (where) and CONVERT (copy) inputs are already broadcast or
+ *    reshaped to the output's size (stride 0 on broadcast dims), so in[i].size equals
+ *    out[0].size: element i of one is element i of the other in row-major order;
+ *  - values that decide shapes or validity (index bounds, masks' counts, multinomial
+ *    weights) were checked on the host when the op needs it: kernels may trust indices;
+ *  - params is the tc_params of the call with gen cleared; RANDOM ops draw from Philox
+ *    key philox_seed starting at counter slot philox_base, exactly as the CPU kernel
+ *    core/cpu/random.c does (slot i / 2, words 0-1 or 2-3 for element i), so a CUDA
+ *    tensor filled with a seed holds the same numbers as a CPU tensor filled with it.
+ * Kernels run on dev's default stream, asynchronously.
+ * A (op, dtype) the backend has no kernel for returns TC_ERR_UNSUPPORTED with a message
+ * "<op>: no CUDA kernel for <dtype>": libtocha may then run the op on the host
+ * (TC_CUDA_FLAG_HOST_FALLBACK). Any other failure is reported to the caller as is. */
+#define TC_CUDA_MAX_INPUTS 64 /* join ops (cat, stack) with more inputs run on the host */
+typedef struct tc_cuda_call {
+    int32_t op, nin, nout;
+    const tc_cuda_view *in; /* nin views */
+    tc_cuda_view out[2];
+    tc_params params; /* params.gen is NULL */
+    uint64_t philox_seed, philox_base;
+} tc_cuda_call;
 
 typedef struct tc_cuda_api {
     uint32_t version; /* TC_CUDA_API_VERSION of the backend that built the table */
@@ -83,6 +122,15 @@ typedef struct tc_cuda_api {
      * create the device's context early. */
     tc_status (*set_device)(int dev);
     tc_status (*current_device)(int *dev);
+
+    /* ---- version 3 -------------------------------------------------------------------- */
+    /* One op on dev (tc_cuda_call above). */
+    tc_status (*run)(int dev, const tc_cuda_call *call);
+    /* A backend switch (tc_cuda_flag of tocha.h): TC_CUDA_FLAG_TF32 (0/1) lets float32
+     * matrix products and convolutions use TF32 tensor cores; TC_CUDA_FLAG_CUDNN_BENCHMARK
+     * (0/1) times cuDNN's algorithms once per shape and caches the fastest, instead of its
+     * heuristic choice. Other flags are libtocha's: TC_ERR_ARG. */
+    tc_status (*set_flag)(int flag, int64_t value);
 } tc_cuda_api;
 
 /* The backend's one exported symbol. The table is static: never freed. libtocha never
@@ -100,6 +148,11 @@ tc_status tc_cuda_api_get(const tc_cuda_api **out);
  * next to libtocha.so) without touching the process-wide cached state, and says whether
  * CUDA would be available from it: 1, or 0 with the reason in why. For tests and tools. */
 int tc_cuda_probe(const char *path, char *why, size_t cap);
+/* The table for a call on CUDA ordinal dev: TC_ERR_DEVICE "cuda <op>: CUDA unavailable:
+ * <reason>" or TC_ERR_ARG "cuda <op>: no device <dev> (<n> devices)" otherwise. */
+tc_status tc_cuda_need(const char *op, int dev, const tc_cuda_api **api);
+/* s as libtocha's error: TC_OK stays; a failure carries the backend's message. */
+tc_status tc_cuda_backend_status(const tc_cuda_api *api, tc_status s);
 #endif
 
 #ifdef __cplusplus

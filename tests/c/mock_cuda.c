@@ -20,6 +20,7 @@
 #include "cuda/cuda_api.h"
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,49 @@ static tc_status current_device(int *dev)
     return TC_OK;
 }
 
+/* ---- version 3: ops on device tensors ---------------------------------------------------- */
+
+/* Elementwise float ops whose views are contiguous (or one element broadcast to all) run
+ * here with the loops above, so the path where the backend has the kernel is exercised;
+ * everything else answers UNSUPPORTED like a backend without that kernel, and libtocha
+ * runs it on the host. */
+static int view_step(const tc_cuda_view *v) /* 1 contiguous, 0 all broadcast, -1 neither */
+{
+    int64_t expect = 1;
+    bool contiguous = true, broadcast = true;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->size[d] != 1 && v->stride[d] != expect) contiguous = false;
+        if (v->size[d] != 1 && v->stride[d] != 0) broadcast = false;
+        expect *= v->size[d];
+    }
+    return contiguous ? 1 : broadcast ? 0 : -1;
+}
+
+static tc_status run(int dev, const tc_cuda_call *c)
+{
+    if (!c || c->op < 0 || c->op >= TC_OP_COUNT) return fail(TC_ERR_ARG, "cuda run: unknown op");
+    const mock_ew *e = &g_ew[c->op];
+    const tc_cuda_view *o = &c->out[0];
+    bool ok = e->name && c->nin == e->arity && o->data && view_step(o) == 1 && (o->dtype == TC_F32 || o->dtype == TC_F64);
+    const void *in[3] = {NULL, NULL, NULL};
+    int64_t step[3] = {0, 0, 0};
+    for (int i = 0; ok && i < c->nin; i++) {
+        in[i] = c->in[i].data;
+        step[i] = view_step(&c->in[i]);
+        ok = in[i] && c->in[i].dtype == o->dtype && step[i] >= 0;
+    }
+    if (!ok) return fail(TC_ERR_UNSUPPORTED, "mock: no CUDA kernel for op %d", (int)c->op);
+    return ew(dev, c->op, o->dtype, o->numel, o->data, in, step, c->params.s[0], c->params.s[1]);
+}
+
+static tc_status set_flag(int flag, int64_t value)
+{
+    (void)value;
+    if (flag != TC_CUDA_FLAG_TF32 && flag != TC_CUDA_FLAG_CUDNN_BENCHMARK)
+        return fail(TC_ERR_ARG, "cuda set_flag: flag %d is not the backend's", flag);
+    return TC_OK;
+}
+
 static const tc_cuda_api g_api = {
     TC_CUDA_API_VERSION,
     (uint32_t)sizeof(tc_cuda_api),
@@ -370,6 +414,8 @@ static const tc_cuda_api g_api = {
     reset_peak_stats,
     set_device,
     current_device,
+    run,
+    set_flag,
 };
 
 EXPORT const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

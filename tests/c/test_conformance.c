@@ -180,7 +180,9 @@ static tc_status run_compiled(int op, tc_tensor **ins, int nin, const tc_params 
     return s;
 }
 
-static int run_case(gcase *c, bool compiled)
+/* device: TC_CPU, or a CUDA device code: inputs and the given result live there, and the
+ * results are brought back to the host to be compared. */
+static int run_case_on(gcase *c, bool compiled, int device)
 {
     int op = tc_op_lookup(c->op);
     if (op < 0) {
@@ -194,9 +196,18 @@ static int run_case(gcase *c, bool compiled)
     int ok = 1;
     for (int i = 0; i < c->nin; i++) ins[i] = c->in[i].present ? make_tensor(&c->in[i]) : NULL;
     if (c->outshape.present &&
-        tc_tensor_new((tc_dtype)c->outshape.dtype, c->outshape.ndim, c->outshape.size, &out[0]) != TC_OK) {
+        tc_tensor_new_on(device, (tc_dtype)c->outshape.dtype, c->outshape.ndim, c->outshape.size, &out[0]) != TC_OK) {
         printf("  %s: cannot allocate the result: %s\n", c->op, tc_last_error());
         ok = 0;
+    }
+    for (int i = 0; i < c->nin && device != TC_CPU; i++) {
+        tc_tensor *moved = NULL;
+        if (ins[i] && tc_tensor_to(ins[i], device, -1, &moved) != TC_OK) {
+            printf("  %s: cannot move input %d to the device: %s\n", c->op, i + 1, tc_last_error());
+            ok = 0;
+        }
+        tc_tensor_release(ins[i]);
+        ins[i] = moved;
     }
     tc_status s = compiled ? run_compiled(op, ins, c->nin, &c->p, out, info->nout)
                            : tc_op_run((tc_op)op, (const tc_tensor *const *)ins, c->nin, &c->p, out, info->nout);
@@ -204,13 +215,27 @@ static int run_case(gcase *c, bool compiled)
         printf("  %s%s: failed: %s\n", c->op, compiled ? " (compiled)" : "", tc_last_error());
         ok = 0;
     } else {
-        for (int o = 0; o < c->nout; o++) ok &= compare(c->op, o + 1, out[o], &c->out[o]);
+        for (int o = 0; o < c->nout; o++) {
+            tc_tensor *host = NULL;
+            if (out[o] && device != TC_CPU && out[o]->device != device) {
+                printf("  %s: result %d is not on the device\n", c->op, o + 1);
+                ok = 0;
+            }
+            if (out[o] && tc_tensor_to(out[o], TC_CPU, -1, &host) != TC_OK) {
+                printf("  %s: cannot bring result %d back: %s\n", c->op, o + 1, tc_last_error());
+                ok = 0;
+            }
+            ok &= compare(c->op, o + 1, host, &c->out[o]);
+            tc_tensor_release(host);
+        }
     }
     for (int i = 0; i < c->nin; i++) tc_tensor_release(ins[i]);
     tc_tensor_release(out[0]);
     tc_tensor_release(out[1]);
     return ok;
 }
+
+static int run_case(gcase *c, bool compiled) { return run_case_on(c, compiled, TC_CPU); }
 
 static FILE *open_golden(void)
 {
@@ -269,6 +294,23 @@ TEST(conformance_golden_compiled)
     CHECK(total > 300);
     CHECK(bad == 0);
     if (bad) printf("  %d of %d golden cases failed when compiled\n", bad, total);
+}
+
+/* Every golden case on a device (test_cuda_device.c): the count run and the count failed. */
+int conformance_golden_on(int device, int *total)
+{
+    FILE *f = open_golden();
+    *total = 0;
+    if (!f) return -1;
+    int bad = 0, r;
+    gcase c;
+    while ((r = read_case(f, &c)) == 1) {
+        ++*total;
+        if (!run_case_on(&c, false, device)) bad++;
+        free_case(&c);
+    }
+    fclose(f);
+    return r == 0 ? bad : -1;
 }
 
 /* ---- elementwise ops: every allowed dtype, every memory layout -------------------------- */

@@ -1,0 +1,253 @@
+/* test_cuda_device.c -- device tensors end to end: storages on a CUDA device, copies across,
+ * the dispatcher's device rules and errors, the host fallback, and the conformance table
+ * (every golden case of tests/golden/ops.golden) run on the device against the CPU's values.
+ *
+ * Every test here is named cuda_dev_* and needs a CUDA device. Without one it says so and
+ * passes having checked only that device calls fail cleanly. tests/run.sh runs these tests a
+ * second time over the mock backend (TOCHA_CUDA_LIB=build/tests/libtocha_cuda_mock.so, two
+ * devices of 64 MB), where device memory is host memory and the backend runs only
+ * contiguous float elementwise ops itself: everything else goes through the host fallback.
+ * On a machine with a GPU the first run uses the real backend and its kernels.
+ */
+#include "ctest.h"
+#include "internal.h"
+#include <stdlib.h>
+
+int conformance_golden_on(int device, int *total); /* test_conformance.c */
+
+#define DEV TC_DEVICE_CUDA(0)
+
+/* 1 when a CUDA device is usable; otherwise prints why the test is skipped and checks that
+ * a device allocation fails with that reason. */
+static int have_device(int *ctest_failed)
+{
+    char why[512];
+    if (tc_cuda_available(why, sizeof why) && tc_cuda_device_count() > 0) return 1;
+    printf("  skip: no CUDA device (%s)\n", why);
+    tc_tensor *t = NULL;
+    CHECK(tc_tensor_new_on(DEV, TC_F32, 1, SZ(4), &t) == TC_ERR_DEVICE);
+    CHECK(t == NULL);
+    CHECK(strstr(tc_last_error(), "CUDA unavailable") != NULL);
+    return 0;
+}
+
+static int mock_backend(void)
+{
+    const char *lib = getenv("TOCHA_CUDA_LIB");
+    return lib && strstr(lib, "mock") != NULL;
+}
+
+/* A host copy of a device tensor's values (kept in the test pool). */
+static tc_tensor *host(const tc_tensor *t)
+{
+    tc_tensor *h = NULL;
+    if (tc_tensor_to(t, TC_CPU, -1, &h) != TC_OK) printf("  to cpu: %s\n", tc_last_error());
+    return ct_keep(h);
+}
+
+static tc_tensor *on_dev(const tc_tensor *t)
+{
+    tc_tensor *d = NULL;
+    if (tc_tensor_to(t, DEV, -1, &d) != TC_OK) printf("  to cuda: %s\n", tc_last_error());
+    return ct_keep(d);
+}
+
+TEST(cuda_dev_tensors_and_copies)
+{
+    if (!have_device(ctest_failed)) return;
+    tc_tensor *a = ct_keep(ct_from(TC_F32, 2, SZ(2, 3), VALS(1, 2, 3, 4, 5, 6)));
+    tc_tensor *d = on_dev(a);
+    CHECK(d && d->device == DEV && d->storage->device == DEV);
+    if (!d) return ct_drop();
+    CHECK(SAME(host(d), 1, 2, 3, 4, 5, 6));
+    /* element access crosses one element */
+    double v = 0;
+    CHECK_OK(tc_tensor_get(d, SZ(1, 2), &v));
+    CHECK(v == 6);
+    CHECK_OK(tc_tensor_set_value(d, SZ(0, 1), 20));
+    CHECK(SAME(host(d), 1, 20, 3, 4, 5, 6));
+    CHECK_ERR(tc_tensor_get(d, SZ(2, 0), &v), TC_ERR_INDEX, "out of range");
+    CHECK(isnan(tc_tensor_item(d))); /* host read of device memory refused */
+    /* dtype conversion while moving, both ways; a transposed (strided) source */
+    tc_tensor *dt = ct_keep(ct_transposed(d, 0, 1)), *i64 = NULL;
+    CHECK_OK(tc_tensor_to(dt, TC_CPU, TC_I64, &i64));
+    ct_keep(i64);
+    CHECK(i64->dtype == TC_I64 && SAME(i64, 1, 4, 20, 5, 3, 6));
+    tc_tensor *half = NULL;
+    CHECK_OK(tc_tensor_to(a, DEV, TC_F16, &half));
+    ct_keep(half);
+    CHECK(half->device == DEV && half->dtype == TC_F16 && SAME(host(half), 1, 2, 3, 4, 5, 6));
+    /* copy into a strided device result (a transposed view) from the host */
+    tc_tensor *z = NULL;
+    CHECK_OK(tc_tensor_new_on(DEV, TC_F32, 2, SZ(3, 2), &z));
+    ct_keep(z);
+    tc_tensor *zt = ct_keep(ct_transposed(z, 0, 1)); /* 2x3 view */
+    CHECK_OK(ct_run1(TC_OP_COPY, a, NULL, NULL, NULL, &zt));
+    CHECK(SAME(host(z), 1, 4, 2, 5, 3, 6));
+    /* resize keeps the device and the values (grow copies on the device) */
+    CHECK_OK(tc_tensor_resize(z, 1, SZ(12)));
+    CHECK(z->device == DEV && z->storage->device == DEV);
+    CHECK_OK(tc_tensor_get(z, SZ(3), &v));
+    CHECK(v == 5);
+    /* an empty device tensor stays a device tensor */
+    tc_tensor *e = NULL;
+    CHECK_OK(tc_tensor_new_empty_on(DEV, TC_F64, &e));
+    ct_keep(e);
+    CHECK(e->device == DEV && e->storage == NULL);
+    tc_tensor *e2 = NULL;
+    CHECK_OK(tc_tensor_to(e, TC_CPU, -1, &e2));
+    ct_keep(e2);
+    CHECK(e2->device == TC_CPU && e2->storage == NULL && e2->dtype == TC_F64);
+    ct_drop();
+}
+
+TEST(cuda_dev_device_rules_and_errors)
+{
+    if (!have_device(ctest_failed)) return;
+    tc_tensor *a = ct_keep(ct_from(TC_F32, 2, SZ(2, 2), VALS(1, 2, 3, 4)));
+    tc_tensor *d = on_dev(a), *r = NULL;
+    if (!d) return ct_drop();
+    /* mixing devices: the op, both devices and the size are named; nothing is made */
+    CHECK_ERR(ct_run1(TC_OP_ADD, d, a, NULL, NULL, &r), TC_ERR_DEVICE,
+              "add: input 2 of size (2,2) is on cpu but the op runs on cuda:0");
+    CHECK(r == NULL);
+    tc_tensor *cpu_res = ct_keep(ct_from(TC_F32, 2, SZ(2, 2), VALS(9, 9, 9, 9)));
+    CHECK_ERR(ct_run1(TC_OP_ADD, d, d, NULL, NULL, &cpu_res), TC_ERR_DEVICE, "result 1 of size (2,2) is on cpu");
+    CHECK(SAME(cpu_res, 9, 9, 9, 9)); /* a failed call changes nothing */
+    /* a 0-dim CPU tensor may join a device op (autograd's scalars) */
+    tc_tensor *two = ct_keep(ct_from(TC_F32, 0, NULL, VALS(2)));
+    CHECK_OK(ct_run1(TC_OP_MUL, d, two, NULL, NULL, &r));
+    ct_keep(r);
+    CHECK(r->device == DEV && SAME(host(r), 2, 4, 6, 8));
+    /* a missing device, and views and set across devices */
+    tc_tensor *t = NULL;
+    CHECK_ERR(tc_tensor_new_on(TC_DEVICE_CUDA(7), TC_F32, 1, SZ(3), &t), TC_ERR_ARG, "no device 7");
+    CHECK_ERR(tc_tensor_to(a, TC_DEVICE_CUDA(7), -1, &t), TC_ERR_ARG, "no device 7");
+    CHECK(t == NULL);
+    tc_tensor *c = ct_keep(ct_from(TC_F32, 1, SZ(1), VALS(0)));
+    CHECK_ERR(tc_tensor_set(c, d), TC_ERR_DEVICE, "set: a cpu tensor cannot view a cuda:0 tensor");
+    CHECK(c->device == TC_CPU && SAME(c, 0));
+    /* index bounds of device indices are checked (on a host copy) before any kernel */
+    tc_tensor *idx = on_dev(ct_keep(ct_from(TC_I64, 1, SZ(2), VALS(1, 5))));
+    tc_tensor *sel = NULL;
+    CHECK_ERR(ct_run1(TC_OP_INDEX_SELECT, d, idx, NULL, P(.i = {0}), &sel), TC_ERR_INDEX,
+              "index 5 out of range for dim 0 of size 2");
+    CHECK(sel == NULL);
+    /* results sized by values (masked_select) count a device mask on the host */
+    tc_tensor *mask = on_dev(ct_keep(ct_from(TC_U8, 2, SZ(2, 2), VALS(1, 0, 0, 1))));
+    CHECK_OK(ct_run1(TC_OP_MASKED_SELECT, d, mask, NULL, NULL, &sel));
+    ct_keep(sel);
+    CHECK(sel->device == DEV && ct_shape_is(sel, 1, SZ(2)) && SAME(host(sel), 1, 4));
+    /* out of device memory: an error naming the sizes; the process goes on */
+    tc_tensor *huge = NULL;
+    CHECK(tc_tensor_new_on(DEV, TC_F32, 1, SZ((int64_t)1 << 40), &huge) == TC_ERR_MEMORY);
+    CHECK(huge == NULL && strstr(tc_last_error(), "out of memory") != NULL);
+    CHECK_OK(ct_run1(TC_OP_ADD, d, d, NULL, NULL, &r));
+    ct_drop();
+}
+
+/* Ops without a kernel run on the host and are counted; with the fallback off they fail
+ * with the backend's message and change nothing. */
+TEST(cuda_dev_host_fallback)
+{
+    if (!have_device(ctest_failed)) return;
+    tc_tensor *d = on_dev(ct_keep(ct_from(TC_F32, 2, SZ(2, 3), VALS(3, 1, 2, 6, 5, 4))));
+    if (!d) return ct_drop();
+    tc_tensor *res[2] = {NULL, NULL};
+    const tc_tensor *in[1] = {d};
+    int64_t before = tc_cuda_host_fallbacks(TC_OP_SORT);
+    CHECK_OK(tc_op_run(TC_OP_SORT, in, 1, P(.i = {1, 0}), res, 2));
+    ct_keep(res[0]), ct_keep(res[1]);
+    CHECK(res[0]->device == DEV && res[1]->device == DEV);
+    CHECK(SAME(host(res[0]), 1, 2, 3, 4, 5, 6) && SAME(host(res[1]), 1, 2, 0, 2, 1, 0));
+    if (mock_backend()) { /* the mock has no sort kernel: the host ran it */
+        CHECK(tc_cuda_host_fallbacks(TC_OP_SORT) == before + 1);
+        CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_HOST_FALLBACK, 0));
+        tc_tensor *r2[2] = {NULL, NULL};
+        CHECK_ERR(tc_op_run(TC_OP_SORT, in, 1, P(.i = {1, 0}), r2, 2), TC_ERR_UNSUPPORTED, "no CUDA kernel");
+        CHECK(r2[0] == NULL && r2[1] == NULL);
+        CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_HOST_FALLBACK, 1));
+        /* contiguous float elementwise ops run in the mock backend itself */
+        int64_t add_before = tc_cuda_host_fallbacks(TC_OP_ADD);
+        tc_tensor *sum = NULL;
+        CHECK_OK(ct_run1(TC_OP_ADD, d, d, NULL, P(.s = {1}), &sum));
+        ct_keep(sum);
+        CHECK(tc_cuda_host_fallbacks(TC_OP_ADD) == add_before && SAME(host(sum), 6, 2, 4, 12, 10, 8));
+    }
+    CHECK(tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK) == 1);
+    CHECK_ERR(tc_cuda_set_flag(99, 1), TC_ERR_ARG, "unknown flag 99");
+    ct_drop();
+}
+
+/* A seeded random fill gives the CPU's numbers on the device (same Philox slots). */
+TEST(cuda_dev_random_matches_cpu)
+{
+    if (!have_device(ctest_failed)) return;
+    tc_generator *g = NULL;
+    CHECK_OK(tc_generator_new(11, &g));
+    const tc_op ops[] = {TC_OP_UNIFORM, TC_OP_NORMAL, TC_OP_BERNOULLI};
+    for (int i = 0; i < 3; i++) {
+        tc_tensor *c = ct_keep(ct_from(TC_F32, 1, SZ(7), VALS(0, 0, 0, 0, 0, 0, 0))), *d = NULL;
+        CHECK_OK(tc_tensor_new_on(DEV, TC_F32, 1, SZ(7), &d));
+        ct_keep(d);
+        tc_params p = {.s = {0, 1}, .gen = g};
+        if (ops[i] == TC_OP_BERNOULLI) p.s[0] = 0.5;
+        const tc_tensor *none[1] = {NULL};
+        int nin = ops[i] == TC_OP_BERNOULLI; /* its probability tensor is optional */
+        tc_generator_seed(g, 5);
+        CHECK_OK(tc_op_run(ops[i], none, nin, &p, &c, 1));
+        tc_generator_seed(g, 5);
+        CHECK_OK(tc_op_run(ops[i], none, nin, &p, &d, 1));
+        tc_tensor *h = host(d);
+        for (int64_t k = 0; k < 7; k++) CHECK(ct_at(h, k) == ct_at(c, k));
+    }
+    tc_generator_free(g);
+    ct_drop();
+}
+
+/* The conformance table on the device: every golden case (PyTorch's values) with its
+ * inputs and given result on cuda:0, results compared on the host. */
+TEST(cuda_dev_conformance_golden)
+{
+    if (!have_device(ctest_failed)) return;
+    int total = 0;
+    int bad = conformance_golden_on(DEV, &total);
+    CHECK(bad == 0);
+    CHECK(total > 300);
+    if (bad) printf("  %d of %d golden cases failed on the device\n", bad, total);
+    printf("  %d golden cases on %s; %lld ops ran on the host for lack of a CUDA kernel\n", total,
+           mock_backend() ? "the mock backend" : "the GPU", (long long)tc_cuda_host_fallbacks(-1));
+}
+
+/* Autograd on device tensors: gradients (and the zeros, ones and index tensors the rules
+ * make) live on the device; values equal the CPU's. */
+TEST(cuda_dev_autograd)
+{
+    if (!have_device(ctest_failed)) return;
+    tc_tensor *xc = ct_keep(ct_from(TC_F64, 2, SZ(2, 3), VALS(1, -2, 3, 0.5, 5, -6)));
+    tc_tensor *x = on_dev(xc);
+    if (!x) return ct_drop();
+    CHECK_OK(tc_tensor_set_requires_grad(x, 1));
+    /* y = sum(flip-free mix: x*x + max over dim 1 + narrow) */
+    tc_tensor *sq = NULL, *mx[2] = {NULL, NULL}, *nar = NULL, *s1 = NULL, *s2 = NULL, *s3 = NULL, *y = NULL;
+    CHECK_OK(ct_run1(TC_OP_MUL, x, x, NULL, NULL, &sq));
+    const tc_tensor *in1[1] = {x};
+    CHECK_OK(tc_op_run(TC_OP_MAX, in1, 1, P(.i = {1, 0}), mx, 2));
+    CHECK_OK(ct_run1(TC_OP_NARROW, x, NULL, NULL, P(.i = {1, 1, 2}), &nar));
+    CHECK_OK(ct_run1(TC_OP_SUM, sq, NULL, NULL, P(.i = {-1}), &s1));
+    CHECK_OK(ct_run1(TC_OP_SUM, mx[0], NULL, NULL, P(.i = {-1}), &s2));
+    CHECK_OK(ct_run1(TC_OP_SUM, nar, NULL, NULL, P(.i = {-1}), &s3));
+    tc_tensor *t12 = NULL;
+    CHECK_OK(ct_run1(TC_OP_ADD, s1, s2, NULL, P(.s = {1}), &t12));
+    CHECK_OK(ct_run1(TC_OP_ADD, t12, s3, NULL, P(.s = {1}), &y));
+    ct_keep(sq), ct_keep(mx[0]), ct_keep(mx[1]), ct_keep(nar), ct_keep(s1), ct_keep(s2), ct_keep(s3);
+    ct_keep(t12), ct_keep(y);
+    CHECK(y->device == DEV);
+    const tc_tensor *roots[1] = {y};
+    CHECK_OK(tc_autograd_backward(roots, NULL, 1, 0, 0));
+    tc_tensor *g = ct_keep(tc_tensor_grad(x));
+    CHECK(g && g->device == DEV);
+    /* d/dx: 2x + (1 at each row's max) + (1 in columns 1..2) */
+    if (g) CHECK(SAME(host(g), 2, -3, 8, 1, 12, -11));
+    ct_drop();
+}
