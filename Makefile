@@ -82,6 +82,9 @@ $(EMBEDHOST): examples/embed_host.c bindings/tocha_embed.h core/tocha.h $(EMBEDL
 $(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+# No fused multiply-add contraction in the elementwise kernels: the CPU computes a*b+c with
+# two roundings, and the conformance tests compare the two bit for bit.
+$(BUILD)/core/cuda/ew.o: NVCCFLAGS += -fmad=false
 # Plain C parts of the backend (the caching allocator): nvcc hands them to the host compiler.
 $(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h)
 	@mkdir -p $(dir $@)
@@ -89,8 +92,11 @@ $(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h)
 
 # The CUDA runtime is linked statically: the .so then loads without libcudart.so on the
 # library path, and a machine without a driver gets "no CUDA driver", not a dlopen failure.
+# cuBLAS and cuDNN (matmul, conv: blas.cu, dnn.cu) are shared libraries found through the
+# toolkit's lib64 (rpath), so the toolkit's copies load without LD_LIBRARY_PATH.
+CUDA_LIBS ?= -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudnn -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
 $(BUILD)/libtocha_cuda.so: $(CUDA_OBJ)
-	$(NVCC) $(NVCCFLAGS) -shared -o $@ $^ -cudart static
+	$(NVCC) $(NVCCFLAGS) -shared -o $@ $^ -cudart static $(CUDA_LIBS)
 
 $(BUILD)/core/cuda_loader.o: core/cuda/cuda_api.h
 
@@ -106,6 +112,20 @@ $(CTESTS): $(CTEST_SRC) $(wildcard tests/c/*.h) $(LIB) core/cuda/cache_alloc.c c
 # test_cuda.c checks the backend `make` built here (or, without nvcc, that none is found).
 $(CTESTS): private CPPFLAGS += -DTC_TEST_CUDA_BUILT=$(if $(CUDALIB),1,0)
 $(CTESTS): $(CUDALIB) $(MOCKLIB) core/cuda/cuda_api.h
+
+# Host checks of the CUDA backend's index math, no GPU needed (tests/cuda_host): the cuBLAS
+# call plans and pooling elements (C++, headers shared with the .cu files), and, where nvcc
+# is found, the reduce/index/sort kernels' element code emulated on the host. Each prints
+# "N passed, N failed"; tests/run.sh runs every $(BUILD)/tests/cuda_host_* it finds.
+CUDAHOST := $(BUILD)/tests/cuda_host_plan $(if $(NVCC),$(BUILD)/tests/cuda_host_reduce $(BUILD)/tests/cuda_host_index \
+            $(BUILD)/tests/cuda_host_sort)
+$(BUILD)/tests/cuda_host_plan: tests/cuda_host/test_cuda_plan.cpp core/cuda/blas_plan.h core/cuda/pool_geom.h core/tocha.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -Wall -Wextra $(SAN) -Icore $< -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' -o $@
+$(BUILD)/tests/cuda_host_%: tests/cuda_host/test_cured_%.cu $(wildcard core/cuda/*.h) core/tocha.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -arch=sm_90 -Icore $< -L$(BUILD) -ltocha -Xlinker -rpath,'$$ORIGIN/..' -o $@
+$(CTESTS): $(CUDAHOST)
 
 # The mock CUDA backend (tests/c/mock_cuda.c): the whole tc_cuda_api table over host memory
 # and the same caching allocator, built with the C compiler on every machine. Point

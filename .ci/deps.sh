@@ -2,7 +2,7 @@
 # deps.sh -- installs the Debian packages tocha needs to build and test, without asking.
 # Quiet and quick when everything is present.
 set -e
-pkgs="gcc make pkg-config luajit libluajit-5.1-dev libopenblas-dev lua-busted libedit-dev zlib1g-dev"
+pkgs="gcc g++ make pkg-config luajit libluajit-5.1-dev libopenblas-dev lua-busted libedit-dev zlib1g-dev"
 [ -n "$TOCHA_EXTRA_DEPS" ] && pkgs="$pkgs $TOCHA_EXTRA_DEPS"
 missing=""
 for p in $pkgs; do

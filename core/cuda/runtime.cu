@@ -181,6 +181,12 @@ static tc_status mem_release(int dev, void *ptr)
     return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
 }
 
+/* Scratch device memory for kernels (cuda_internal.h): the same caching allocator, so a
+ * temporary freed right after its kernels is reused by the next call (stream-ordered: all
+ * work runs on the default stream). */
+tc_status cu_scratch_alloc(int dev, size_t nbytes, void **ptr) { return mem_alloc(dev, nbytes, ptr); }
+tc_status cu_scratch_free(int dev, void *ptr) { return mem_release(dev, ptr); }
+
 static tc_status memory_stats(int dev, tc_cuda_memstats *out)
 {
     if (!out) return cu_fail(TC_ERR_ARG, "cuda memory_stats: NULL result");
@@ -283,6 +289,8 @@ static const tc_cuda_api g_api = {
     reset_peak_stats,
     set_device,
     current_device,
+    cu_run,
+    cu_set_flag,
 };
 
 extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

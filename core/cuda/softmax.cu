@@ -1,0 +1,132 @@
+/* softmax.cu -- CUDA softmax and log_softmax along one dim (CPU: core/cpu/softmax.c).
+ *
+ * Numerically stable as on the CPU: each line's max is subtracted before exp; the max
+ * ignores NaN (x > m), so a NaN reaches the sum through exp and makes the whole line NaN,
+ * as in PyTorch. float32 and the half types compute in float (the sum too, as the CPU's
+ * float lanes do), float64 in double; half results round once, at the store.
+ *   softmax:     y = exp(x - m) * (1 / sum)
+ *   log_softmax: y = x - (m + log(sum))
+ * Lines are the elements along dim; the other dims are coalesced over input and output.
+ * A group of G threads (a power of two up to a block) takes one line through three passes
+ * (max, sum of exp, write), merging lanes in a fixed shared-memory tree; when dim is outer
+ * to a contiguous dim, one thread takes a line so neighbouring threads read neighbouring
+ * addresses. Each element is read and written by the same thread in the last pass, so the
+ * in-place form (out = in) is safe.
+ */
+#include "kern.h"
+#include <math.h>
+
+using namespace tck;
+
+namespace {
+
+struct op_max {
+    template <class C> __device__ C operator()(C a, C b) const { return b > a ? b : a; }
+};
+struct op_add {
+    template <class C> __device__ C operator()(C a, C b) const { return a + b; }
+};
+
+/* The group's lanes merged in a fixed tree; every thread of the block calls it. */
+template <class C, class Op> __device__ C group_red(C *sm, C v, int G, int lane, Op op)
+{
+    if (G == 1) return v;
+    __syncthreads();
+    sm[threadIdx.x] = v;
+    for (int s = G / 2; s > 0; s >>= 1) {
+        __syncthreads();
+        if (lane < s) sm[threadIdx.x] = op(sm[threadIdx.x], sm[threadIdx.x + s]);
+    }
+    __syncthreads();
+    return sm[threadIdx.x - lane];
+}
+
+__device__ __forceinline__ float exp_c(float v) { return expf(v); }
+__device__ __forceinline__ double exp_c(double v) { return exp(v); }
+
+struct sargs {
+    int64_t nlines, n, xs, ys; /* lines, their length, strides along dim */
+    int G;
+    bool log;
+};
+
+template <int DT>
+__global__ void __launch_bounds__(BLOCK) softmax_kernel(const typename dt<DT>::S *x, typename dt<DT>::S *y, geo<2> lg,
+                                                        sargs a)
+{
+    using C = typename dt<DT>::C;
+    __shared__ C sm[BLOCK];
+    const int G = a.G, lane = (int)threadIdx.x & (G - 1), gpb = BLOCK / G;
+    for (int64_t base = (int64_t)blockIdx.x * gpb; base < a.nlines; base += (int64_t)gridDim.x * gpb) {
+        const int64_t li = base + (int64_t)threadIdx.x / G;
+        const int64_t end = li < a.nlines ? a.n : 0; /* a dead lane walks nothing */
+        int64_t off[2];
+        geo_offsets(lg, li < a.nlines ? li : 0, off);
+        const typename dt<DT>::S *xp = x + off[0];
+        typename dt<DT>::S *yp = y + off[1];
+        C m = -INFINITY;
+        for (int64_t k = lane; k < end; k += G) {
+            C v = ld(xp + k * a.xs);
+            m = v > m ? v : m;
+        }
+        m = group_red(sm, m, G, lane, op_max{});
+        C s = 0;
+        for (int64_t k = lane; k < end; k += G) s += exp_c((C)ld(xp + k * a.xs) - m);
+        s = group_red(sm, s, G, lane, op_add{});
+        if (a.log) {
+            C shift = m + (C)log((double)s);
+            for (int64_t k = lane; k < end; k += G) st(yp + k * a.ys, (C)ld(xp + k * a.xs) - shift);
+        } else {
+            C inv = (C)1 / s;
+            for (int64_t k = lane; k < end; k += G) st(yp + k * a.ys, exp_c((C)ld(xp + k * a.xs) - m) * inv);
+        }
+    }
+}
+
+} /* namespace */
+
+tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
+{
+    if (c->nin < 1 || c->nout < 1) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
+    const tc_cuda_view &x = c->in[0], &y = c->out[0];
+    int d0 = x.dtype;
+    if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
+    if (x.numel == 0) return TC_OK;
+    if (!x.data || !y.data) return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(c->op));
+    int nd = x.ndim > 0 ? x.ndim : 1;
+    int64_t dim = c->params.i[0];
+    if (dim < 0) dim += nd;
+    if (dim < 0 || dim >= nd)
+        return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
+                       (long long)c->params.i[0], x.ndim);
+    int d = (int)dim;
+    sargs a{};
+    a.log = c->op == TC_OP_LOG_SOFTMAX;
+    geo<2> lg{};
+    if (x.ndim == 0) {
+        a.n = 1, a.xs = 0, a.ys = 0;
+    } else {
+        a.n = x.size[d], a.xs = x.stride[d], a.ys = y.stride[d];
+        lg.nd = strides_without(x, d, lg.size, lg.st[0]);
+        strides_without(y, d, nullptr, lg.st[1]);
+    }
+    a.nlines = x.numel / a.n;
+    geo_coalesce(lg);
+    /* Threads per line: one where dim is outer to a contiguous dim (coalesced across
+     * lines), else up to a block along the line. */
+    bool cols = a.xs != 1 && lg.nd > 0 && lg.st[0][lg.nd - 1] == 1 && a.nlines >= 32;
+    int G = 1;
+    if (!cols)
+        while (G < BLOCK && (int64_t)G * 2 <= a.n) G *= 2;
+    a.G = G;
+    return with_dtype(d0, [&](auto tag) -> tc_status {
+        constexpr int DT = decltype(tag)::value;
+        if constexpr (!dt<DT>::FL) {
+            return cu_unsupported(c);
+        } else {
+            using S = typename dt<DT>::S;
+            softmax_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK>>>((const S *)x.data, (S *)y.data, lg, a);
+            return launched(c);
+        }
+    });
+}
