@@ -113,13 +113,12 @@ function Criterion:backward(input, target)
    return self:updateGradInput(input, target)
 end
 
--- type / float / double: nn.Module's (every field converted, the autograd state dropped)
+-- type / float / double / cuda: nn.Module's (every field converted, the autograd state
+-- dropped)
 Criterion.type = nn.Module.type
 Criterion.float = nn.Module.float
 Criterion.double = nn.Module.double
-function Criterion:cuda()
-   nn._raise(mname(self) .. ':cuda(): CUDA tensors are not supported yet')
-end
+Criterion.cuda = nn.Module.cuda
 
 function Criterion:clone()
    return nn.utils.deepCopy(self)

@@ -594,10 +594,12 @@ end
 function Module:float(...) return self:type('torch.FloatTensor', ...) end
 function Module:double(...) return self:type('torch.DoubleTensor', ...) end
 
-function Module:cuda()
-   local ok, why = torch.cuda.isAvailable()
-   error(mname(self) .. ':cuda(): CUDA tensors are not supported yet' ..
-         (ok and '' or (' (' .. tostring(why) .. ')')), 2)
+-- cutorch's model:cuda(): every float tensor becomes a torch.CudaTensor on the selected
+-- device (integer ones, indices, keep their type and move too), sharing kept; model:float()
+-- brings it back. Without CUDA: "cuda: CUDA unavailable: <reason>", nothing changed.
+function Module:cuda(...)
+   nn.utils.checkType('cuda', 'torch.CudaTensor')
+   return self:type('torch.CudaTensor', ...)
 end
 
 -- Drops the transient autograd state (the remembered input alias, pending gradients).
@@ -627,7 +629,10 @@ function Module:share(mod, ...)
          if mine == nil or not isTensor(mine) then
             self[name] = theirs.new():set(theirs)
          else
-            if mine.p.dtype ~= theirs.p.dtype then mine = theirs.new(); self[name] = mine end
+            if mine.p.dtype ~= theirs.p.dtype or mine.p.device ~= theirs.p.device then
+               mine = theirs.new()
+               self[name] = mine
+            end
             no_grad(mine.set, mine, theirs)
          end
       end

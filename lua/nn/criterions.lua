@@ -136,6 +136,9 @@ function H.classes(self, input, target, n, nclass, ignore)
               ignore and fmt(' (or ignoreIndex %d)', ignore) or '')
       end
    end
+   -- t is a host LongTensor here (target:long() of a CUDA target is one too, cutorch's
+   -- rule): the class indices join a CUDA input on its device
+   if input.p.device ~= 0 then t = t:cudaLong(input:get_device()) end
    local mask
    if masked then
       local m = torch.ne(t, ignore)

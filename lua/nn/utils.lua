@@ -5,7 +5,9 @@
 -- Sharing is the invariant all of them keep: two tensors that view one storage before a
 -- type conversion, a clone or a getParameters view one storage after it, at the same
 -- relative offsets. Conversions and copies therefore go storage by storage (a cache keyed
--- by the C storage address), never tensor by tensor.
+-- by the C storage address), never tensor by tensor. Storages are re-pointed at C level
+-- (torch._whole_storage / _restride / _repoint), not through Lua storages, which are host
+-- objects: the same code converts to and from CUDA types (model:cuda(), model:float()).
 local nn = ...
 local torch = torch
 local ffi = require 'ffi'
@@ -31,8 +33,10 @@ local tensor_types = {
 }
 
 function utils.checkType(what, typename)
-   if typename == 'torch.CudaTensor' then
-      nn._raise(what .. ': CUDA tensors are not supported yet')
+   if torch._cuda_dtype_of_name[typename] ~= nil then
+      local ok, why = torch.cuda.isAvailable()
+      if not ok then nn._raise(what .. ': CUDA unavailable: ' .. tostring(why)) end
+      return
    end
    if not tensor_types[typename] then
       nn._raise(what .. ": unknown tensor type '" .. tostring(typename) .. "'")
@@ -49,20 +53,25 @@ utils.isModule = is_module
 ---------------------------------------------------------------------------------------------
 
 -- t converted to typename; tensors over one storage get one new storage (via cache).
--- Integer tensors (indices, masks) keep their type, as in Torch7's modules that care.
+-- Integer tensors (indices, masks) keep their type, as in Torch7's modules that care, but
+-- follow the conversion across devices (a CUDA model's indices are CudaLongTensors).
 local function convert_tensor(t, typename, cache)
    if t:type() == typename then return t end
-   if not nn._is_float(t) then return t end
+   local to_cuda = torch._cuda_dtype_of_name[typename] ~= nil
+   if not nn._is_float(t) then
+      if to_cuda == (t.p.device ~= 0) then return t end
+      local names = to_cuda and torch._cuda_type_names or torch._type_names
+      typename = names[t.p.dtype]
+   end
    local ctor = torch[typename:match('^torch%.(.*)$')]
    local key = storage_key(t)
    if key == nil then return ctor() end
    local entry = cache[key]
    if entry == nil or entry.type ~= typename then
-      local whole = t.new(t:storage())
-      entry = {type = typename, storage = whole:type(typename):storage()}
+      entry = {type = typename, base = torch._whole_storage(t):type(typename)}
       cache[key] = entry
    end
-   return ctor(entry.storage, t:storageOffset(), t:size(), t:stride())
+   return torch._restride(entry.base, t)
 end
 
 function utils.recursiveType(param, typename, cache)
@@ -84,12 +93,12 @@ end
 local function copy_tensor(t, scache)
    local key = storage_key(t)
    if key == nil then return t.new() end
-   local st = scache[key]
-   if st == nil then
-      st = t.new(t:storage()):clone():storage()
-      scache[key] = st
+   local base = scache[key]
+   if base == nil then
+      base = torch._whole_storage(t):clone()
+      scache[key] = base
    end
-   return t.new(st, t:storageOffset(), t:size(), t:stride())
+   return torch._restride(base, t)
 end
 
 local function deep_copy(x, memo, scache)
@@ -192,7 +201,7 @@ local function flatten_list(list, what, who)
       local key = storage_key(t)
       local g = groups[key]
       if g == nil then
-         g = {views = {}, storage = t:storage()}
+         g = {views = {}, whole = torch._whole_storage(t)}
          groups[key] = g
          order[#order + 1] = g
       end
@@ -230,12 +239,12 @@ local function flatten_list(list, what, who)
       local g = order[1]
       local n = 0
       for _, t in ipairs(g.uniq) do n = n + t:nElement() end
-      if n == #g.storage and g.hi == n then
-         return live[1].new(g.storage)
+      if n == g.whole:nElement() and g.hi == n then
+         return g.whole
       end
    end
-   local flat = torch[typename:match('^torch%.(.*)$')](total)
-   local fst = flat:storage()
+   local flat = live[1].new(total) -- live[1]'s type, on its device
+
    local prev = torch.set_grad_enabled(false)
    local ok, err = pcall(function()
       for _, g in ipairs(order) do
@@ -250,7 +259,7 @@ local function flatten_list(list, what, who)
             end
          else
             local span = g.hi - g.lo
-            flat:narrow(1, g.base + 1, span):copy(live[1].new(g.storage, g.lo + 1, span))
+            flat:narrow(1, g.base + 1, span):copy(g.whole:narrow(1, g.lo + 1, span))
          end
          -- every new offset first (same_view compares the original placements)
          local newoff = {}
@@ -263,7 +272,7 @@ local function flatten_list(list, what, who)
                newoff[i] = g.base + tonumber(t.p.offset) - g.lo
             end
          end
-         for i, t in ipairs(g.views) do t:set(fst, newoff[i] + 1, t:size(), t:stride()) end
+         for i, t in ipairs(g.views) do torch._repoint(t, flat, newoff[i]) end
       end
    end)
    torch.set_grad_enabled(prev)

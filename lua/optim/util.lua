@@ -152,7 +152,9 @@ end
 function U.scalars(state, x, n)
    local s = state._scal
    if s == nil or s.p.dtype ~= x.p.dtype or s:nElement() ~= n then
-      s = x.new(n)
+      -- on the host even for a CUDA x: written through its pointer here, and its 0-dim views
+      -- join x's device ops as CPU scalars
+      s = torch._typed_new[x.p.dtype](n)
       local sv = {}
       for k = 1, n do sv[k] = s:select(1, k) end
       state._scal, state._sv = s, sv

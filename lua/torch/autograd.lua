@@ -13,18 +13,18 @@ local ffi = require 'ffi'
 local bit = require 'bit'
 
 local C = torch._C
+local tensor_item = torch._item -- one element as a number, also from device memory
 local wrap, raise = torch._wrap, torch._raise
 local methods = torch._methods
 local Handle = torch._Handle
 local band = bit.band
-local type_names = torch._type_names
 
 local REQ = C.TC_TF_REQUIRES_GRAD
 
 local function isT(x) return type(x) == 'cdata' and ffi.istype(Handle, x) end
 
 local function describe(x)
-   if isT(x) then return type_names[x.p.dtype] end
+   if isT(x) then return torch._tensor_type_name(x.p) end
    return type(x)
 end
 
@@ -93,7 +93,7 @@ if methods.item == nil then
             tonumber(n)), 2)
       end
       if check_read then check_read(t.p, 'x:item()') end
-      return C.tc_tensor_item(t.p)
+      return tensor_item(t.p)
    end
 end
 
@@ -103,7 +103,7 @@ local function cmp_value(x, what)
    if type(x) == 'number' then return x end
    if isT(x) and C.tc_tensor_numel(x.p) == 1 then
       if check_read then check_read(x.p, 'a tensor compared with ' .. (what == '<' and '< or >' or '<= or >=')) end
-      return C.tc_tensor_item(x.p)
+      return tensor_item(x.p)
    end
    error(what .. ': only numbers and one-element tensors can be compared with < and <=; use lt/le/gt/ge for ' ..
       'elementwise comparisons (got ' .. (isT(x) and (tostring(tonumber(C.tc_tensor_numel(x.p))) ..
@@ -125,7 +125,7 @@ if mt.__eq == nil then
       if type(a) == 'number' then
          if not (isT(b) and C.tc_tensor_numel(b.p) == 1) then return false end
          if check_read then check_read(b.p, 'a tensor compared with ==') end
-         return C.tc_tensor_item(b.p) == a
+         return tensor_item(b.p) == a
       end
       return isT(a) and isT(b) and a.p == b.p
    end

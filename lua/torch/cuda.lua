@@ -9,8 +9,14 @@
 -- Names: cutorch's where it had them, PyTorch's beside them. NOTE: cutorch numbers devices
 -- from 1 (setDevice(1) is the first GPU, getDevice() returns 1 for it); the PyTorch names
 -- (set_device, current_device and every `device` argument below) number them from 0.
--- CUDA tensors come with the CUDA backend issue; _alloc/_free hand out raw device memory
--- from the caching allocator meanwhile (tests, and the device tensors to come).
+-- Device tensors are torch.CudaTensor & co (cuda_tensor.lua); _alloc/_free hand out raw
+-- device memory from the caching allocator (tests). Also here: synchronize, the count of
+-- ops run on the host for lack of a CUDA kernel (hostFallbacks), and the backend's switches
+-- as PyTorch spells them (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.
+-- benchmark, and tocha's torch.backends.cuda.host_fallback).
+-- Random numbers: ops on device tensors draw from the same default generator as the CPU
+-- (core/shape_random.c), so torch.manualSeed / torch.seed cover them; cuda.manualSeed and
+-- cuda.manualSeedAll are aliases of torch.manualSeed (cutorch had a generator per device).
 local ffi = require 'ffi'
 local torch = ...
 local C = torch._C
@@ -194,5 +200,72 @@ function cuda._free(p, device)
    check(C.tc_cuda_free(dev, p), 2)
    ffi.gc(p, nil)
 end
+
+---------------------------------------------------------------------------------------------
+-- Synchronisation, host fallbacks, random seeds
+---------------------------------------------------------------------------------------------
+
+-- Waits for the work queued on device (0-based; nil: every device), reporting a failed
+-- kernel. cutorch's synchronize() waited for the selected device only.
+function cuda.synchronize(device)
+   need('synchronize', 2)
+   if device ~= nil and (type(device) ~= 'number' or device % 1 ~= 0) then
+      error('torch.cuda.synchronize: device must be an integer (0-based), got ' .. tostring(device), 2)
+   end
+   check(C.tc_cuda_synchronize(device or -1), 2)
+end
+
+-- Ops run on the host for lack of a CUDA kernel since the process started: the total, and
+-- a table {op name = count} of the ops that did (works without CUDA: all zero).
+function cuda.hostFallbacks()
+   local total, per = tonumber(C.tc_cuda_host_fallbacks(-1)), {}
+   if total > 0 then
+      for op = 0, C.TC_OP_COUNT - 1 do
+         local n = tonumber(C.tc_cuda_host_fallbacks(op))
+         if n > 0 then per[ffi.string(C.tc_op_info(op).name)] = n end
+      end
+   end
+   return total, per
+end
+cuda.host_fallbacks = cuda.hostFallbacks
+
+function cuda.manualSeed(seed) return torch.manualSeed(seed) end
+cuda.manualSeedAll = cuda.manualSeed
+cuda.manual_seed, cuda.manual_seed_all = cuda.manualSeed, cuda.manualSeed
+
+---------------------------------------------------------------------------------------------
+-- torch.backends: the backend's switches (tc_cuda_set_flag), read and assigned as fields
+---------------------------------------------------------------------------------------------
+
+-- A table whose fields `name` read and write flag `flag` (booleans), every other field
+-- refused, so a misspelt switch is an error rather than a silent no-op.
+local function flag_table(path, fields)
+   return setmetatable({}, {
+      __index = function(_, k)
+         local flag = fields[k]
+         if flag == nil then error(('%s has no field %s'):format(path, tostring(k)), 2) end
+         return C.tc_cuda_get_flag(flag) ~= 0
+      end,
+      __newindex = function(_, k, v)
+         local flag = fields[k]
+         if flag == nil then error(('%s has no field %s'):format(path, tostring(k)), 2) end
+         if type(v) ~= 'boolean' then
+            error(('%s.%s: expected a boolean, got %s'):format(path, k, type(v)), 2)
+         end
+         check(C.tc_cuda_set_flag(flag, v and 1 or 0), 2)
+      end,
+   })
+end
+
+local backends = torch.backends or {}
+torch.backends = backends
+-- matmul.allow_tf32: TF32 in float32 matrix products (PyTorch's default: false);
+-- host_fallback: ops without a CUDA kernel run on the host (tocha's; default true).
+backends.cuda = setmetatable({matmul = flag_table('torch.backends.cuda.matmul', {allow_tf32 = C.TC_CUDA_FLAG_TF32})},
+   getmetatable(flag_table('torch.backends.cuda', {host_fallback = C.TC_CUDA_FLAG_HOST_FALLBACK})))
+-- cudnn.benchmark: search the fastest algorithm per shape; cudnn.allow_tf32: TF32 in
+-- convolutions (the same switch as matmul.allow_tf32 in tocha's backend).
+backends.cudnn = flag_table('torch.backends.cudnn', {benchmark = C.TC_CUDA_FLAG_CUDNN_BENCHMARK,
+                                                     allow_tf32 = C.TC_CUDA_FLAG_TF32})
 
 return cuda

@@ -22,6 +22,7 @@ local ffi = require 'ffi'
 local bit = require 'bit'
 
 local C = torch._C
+local tensor_item = torch._item -- one element as a number, also from device memory
 local methods = torch._methods
 local E, U = torch._elem, torch._tensor_util
 local PTR, GET, SET = E.PTR, E.GET, E.SET
@@ -130,6 +131,33 @@ end
 
 local function is_mask(q) return q.dtype == U8 or q.dtype == BOOL end
 
+-- Elements of a device tensor (p.device ~= 0: its storage is device memory, never read on
+-- the host) cross one at a time, through a 0-dim view at off and tc_tensor_get /
+-- tc_tensor_set_value, as cutorch's t[i] did (slow: one copy each). v nil: a read.
+local zeros = ffi.new('int64_t[1]')
+local one = ffi.new('double[1]')
+local function device_elem(p, off, v, level)
+   if C.tc_tensor_new_view(p.storage, p.dtype, off, 0, nil, nil, outp) ~= 0 then raise(level + 1) end
+   local e = outp[0]
+   local st
+   if v == nil then st = C.tc_tensor_get(e, zeros, one) else st = C.tc_tensor_set_value(e, zeros, v) end
+   C.tc_tensor_release(e)
+   if st ~= 0 then raise(level + 1) end
+   return one[0]
+end
+
+-- Element off of p's storage as a Lua value. index_get tail-calls it: its caller is the
+-- user's expression.
+local function get_element(p, off)
+   local dt = p.dtype
+   if p.device ~= 0 then
+      local v = device_elem(p, off, nil, LVL)
+      if dt == BOOL then return v ~= 0 end -- as GET reads a host BoolTensor
+      return v
+   end
+   return GET[dt](cast(PTR[dt], p.storage.data), off)
+end
+
 -- Graph mode (init.lua): element reads and writes from Lua refuse traced tensors.
 local check_read = false
 torch._on_trace_check(function(f) check_read = f end)
@@ -151,6 +179,7 @@ local function index_get(t, k)
       local dt = p.dtype
       if nd == 1 then
          if check_read then check_read(p, 'x[i]') end
+         if p.device ~= 0 then return get_element(p, tonumber(p.offset) + (i - 1) * tonumber(p.stride[0])) end
          return GET[dt](cast(PTR[dt], p.storage.data), tonumber(p.offset) + (i - 1) * tonumber(p.stride[0]))
       end
       if band(p.flags, TF_GRAD) ~= 0 then
@@ -168,7 +197,7 @@ local function index_get(t, k)
          local off = tonumber(p.offset) + (position(i, 1, tonumber(p.size[0]), LVL) - 1) * tonumber(p.stride[0])
                      + (position(j, 2, tonumber(p.size[1]), LVL) - 1) * tonumber(p.stride[1])
          if check_read then check_read(p, 'x[{i, j}]') end
-         return GET[dt](cast(PTR[dt], p.storage.data), off)
+         return get_element(p, off)
       end
       if p.storage == nil then
          if #k == 0 then return U.new_empty(p.dtype) end
@@ -178,7 +207,7 @@ local function index_get(t, k)
       if od == 0 then
          local dt = p.dtype
          if check_read then check_read(p, 'x[{...}]') end
-         return GET[dt](cast(PTR[dt], p.storage.data), off)
+         return get_element(p, off)
       end
       if band(p.flags, TF_GRAD) ~= 0 then
          local r = tracked_view(t, k)
@@ -205,7 +234,7 @@ local function index_get(t, k)
       end
       local dt = p.dtype
       if check_read then check_read(p, 'x[LongStorage]') end
-      return GET[dt](cast(PTR[dt], p.storage.data), off)
+      return get_element(p, off)
    end
    error(fmt('index: cannot index a tensor with a %s', describe(k)), LVL)
 end
@@ -235,11 +264,15 @@ local function set_element(p, off, v, level)
          error(fmt('index: cannot assign a tensor of %d elements to one element', U.numel(v.p)), level + 1)
       end
       if check_read then check_read(v.p, 'x[i] = tensor') end
-      x = C.tc_tensor_item(v.p)
+      x = tensor_item(v.p)
    end
    if check_read then check_read(p, 'x[i] = v', true) end
    local dt, st = p.dtype, p.storage
-   SET[dt](cast(PTR[dt], st.data), off, x)
+   if p.device ~= 0 then
+      device_elem(p, off, x, level + 1)
+   else
+      SET[dt](cast(PTR[dt], st.data), off, x)
+   end
    st.version = st.version + 1 -- as tc_op_run does for every write
 end
 

@@ -88,6 +88,24 @@ for dt, name in pairs(type_names) do dtype_of_name[name] = dt end
 torch._type_names = type_names
 torch._dtype_of_name = dtype_of_name
 
+-- Tensors on a CUDA device (tc_tensor.device ~= TC_CPU) are cutorch's classes: float32 is
+-- torch.CudaTensor, the others torch.Cuda<Type>Tensor (cuda_tensor.lua builds them).
+local cuda_type_names = {}
+for dt, name in pairs(type_names) do
+   cuda_type_names[dt] = dt == C.TC_F32 and 'torch.CudaTensor' or name:gsub('^torch%.', 'torch.Cuda')
+end
+local cuda_dtype_of_name = {}
+for dt, name in pairs(cuda_type_names) do cuda_dtype_of_name[name] = dt end
+torch._cuda_type_names = cuda_type_names
+torch._cuda_dtype_of_name = cuda_dtype_of_name
+
+-- The class name of the tensor header p: its dtype and whether it lives on a device.
+local function tensor_type_name(p)
+   if p.device ~= 0 then return cuda_type_names[p.dtype] end
+   return type_names[p.dtype]
+end
+torch._tensor_type_name = tensor_type_name
+
 local is_float_dtype = {[C.TC_F32] = true, [C.TC_F64] = true, [C.TC_F16] = true, [C.TC_BF16] = true}
 torch._is_float_dtype = is_float_dtype
 
@@ -101,6 +119,21 @@ local function raise(level)
    error(ffi.string(C.tc_last_error()), (level or 2) + 1)
 end
 torch._raise = raise
+
+-- The value of a one-element tensor as a number. tc_tensor_item reads host memory only and
+-- answers NaN for a device tensor, so a NaN there is checked once more: a device tensor's
+-- element is copied across by tc_tensor_get (the index is all zeros for one element).
+local item_index = ffi.new('int64_t[8]')
+local item_value = ffi.new('double[1]')
+local function item(p)
+   local v = C.tc_tensor_item(p)
+   if v ~= v and p.device ~= 0 then
+      if C.tc_tensor_get(p, item_index, item_value) ~= 0 then raise(3) end
+      v = item_value[0]
+   end
+   return v
+end
+torch._item = item
 
 -- Graph mode (lua/tocha/jit.lua). While a function is traced, reading a tensor's values
 -- from Lua (item, t[i], comparisons, reductions to numbers, data, storage, totable,
@@ -380,7 +413,11 @@ local tensor_mt = {
          if index_get ~= nil then return index_get(t, k) end
          return nil
       end
-      if k == 'new' then return typed_new[t.p.dtype] end
+      if k == 'new' then
+         local p = t.p
+         if p.device ~= 0 then return torch._device_new(p) end -- a constructor on p's device
+         return typed_new[p.dtype]
+      end
       local m = methods[k]
       if m ~= nil then return m end
       local f = field_get[k]
@@ -406,7 +443,7 @@ torch._Handle = Handle
 local handle_ctype = ffi.typeof('tc_handle')
 function torch.isTensor(x) return type(x) == 'cdata' and ffi.istype(handle_ctype, x) end
 
-function torch.typename_of_tensor(t) return type_names[t.p.dtype] end
+function torch.typename_of_tensor(t) return tensor_type_name(t.p) end
 
 ---------------------------------------------------------------------------------------------
 -- Default tensor type
@@ -448,12 +485,13 @@ torch.type = cls.type
 torch._classes = cls
 if cls.set_cdata_typename then
    cls.set_cdata_typename(function(x)
-      if torch.isTensor(x) then return type_names[x.p.dtype] end
+      if torch.isTensor(x) then return tensor_type_name(x.p) end
       return nil
    end)
 end
 
-for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda', 'serialize', 'autograd'}) do
+for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda', 'cuda_tensor',
+                       'serialize', 'autograd'}) do
    load_part(part)
 end
 for _, part in ipairs({'Timer', 'CmdLine', 'Tester'}) do
@@ -462,6 +500,8 @@ for _, part in ipairs({'Timer', 'CmdLine', 'Tester'}) do
 end
 
 torch.setdefaulttensortype('torch.DoubleTensor')
+
+load_part('amp') -- torch.autocast (lua/torch/amp.lua)
 
 debug.getregistry().tocha_torch = torch
 return torch

@@ -18,10 +18,10 @@ local ffi = require 'ffi'
 local bit = require 'bit'
 
 local C = torch._C
+local tensor_item = torch._item -- one element as a number, also from device memory
 local IN, OUT, P = torch._IN, torch._OUT, torch._P
 local wrap, raise, scalar = torch._wrap, torch._raise, torch._scalar
 local Handle = torch._Handle
-local type_names = torch._type_names
 
 local M = {} -- helpers shared by the math parts
 torch._math = M
@@ -35,7 +35,7 @@ M.isT = isT
 
 -- A short description of a Lua value for error messages.
 local function describe(x)
-   if isT(x) then return type_names[x.p.dtype] end
+   if isT(x) then return torch._tensor_type_name(x.p) end
    return type(x)
 end
 M.describe = describe
@@ -225,9 +225,9 @@ local function run_number(op, nin, nout, level)
       if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
       local h = wrap(r)
       check_read(r, ffi.string(C.tc_op_info(op).name) .. '() returning a Lua number')
-      return C.tc_tensor_item(h.p)
+      return tensor_item(h.p)
    end
-   local v = C.tc_tensor_item(r)
+   local v = tensor_item(r)
    C.tc_tensor_release(r)
    if nout > 1 and OUT[1] ~= nil then C.tc_tensor_release(OUT[1]) end
    return v
@@ -352,7 +352,7 @@ end
 local I64 = C.TC_I64
 
 -- Never modifies the user's tensor: the 0-based copy is a new tensor.
-function M.index0(idx, name, level)
+local function index0(idx, name, level)
    if type(idx) == 'table' then
       local n = #idx
       local t = new_tensor(I64, {n}, level + 1)
@@ -384,6 +384,18 @@ function M.index0(idx, name, level)
    IN[1] = scalar(I64, 1)
    P.s[0] = 1
    local r = run(C.TC_OP_SUB, 2, nil, level + 1)
+   return r
+end
+
+-- The 0-based index on device (the device code of the tensor indexed; nil or 0: where the
+-- index is): indices from Lua tables and CPU LongTensors cross to a CUDA tensor's device,
+-- as cutorch accepted them.
+function M.index0(idx, name, level, device)
+   local r = index0(idx, name, level + 1)
+   if device ~= nil and device ~= 0 and r.p.device ~= device then
+      if C.tc_tensor_to(r.p, device, -1, OUT) ~= 0 then raise(level + 1) end
+      r = wrap(OUT[0])
+   end
    return r
 end
 

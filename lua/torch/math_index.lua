@@ -38,7 +38,7 @@ local INDEX_SELECT = C.TC_OP_INDEX_SELECT
 local function index_into(res, src, d, idx, level)
    local lv = level + 1
    local d0 = dim0(src, d, 'index', lv)
-   local i0 = index0(idx, 'index', lv)
+   local i0 = index0(idx, 'index', lv, src.p.device)
    IN[0], IN[1] = src.p, i0.p
    P.i[0] = d0
    local r = run_index(INDEX_SELECT, 2, res, 'index', lv)
@@ -55,7 +55,7 @@ local function def_index_update(name, op)
    local function f(t, d, idx, src)
       local p = tp(t, name)
       local d0 = dim0(t, d, name, 2)
-      local i0 = index0(idx, name, 2)
+      local i0 = index0(idx, name, 2, p.device)
       IN[0], IN[1] = p, i0.p
       IN[2] = tp(src, name)
       P.i[0] = d0
@@ -72,7 +72,7 @@ local function index_fill(t, d, idx, v)
    local p = tp(t, 'indexFill')
    local d0 = dim0(t, d, 'indexFill', 2)
    v = M.num(v, nil, 'indexFill', 'the value', 2) or M.argerror('indexFill', 'expected a value', 2)
-   local i0 = index0(idx, 'indexFill', 2) -- runs an op: P is set after it
+   local i0 = index0(idx, 'indexFill', 2, p.device) -- runs an op: P is set after it
    IN[0], IN[1] = p, i0.p
    P.i[0] = d0
    P.s[0] = v

@@ -8,10 +8,12 @@
 -- tocha additions Torch7 could not have: a 0-dim tensor prints its value and
 -- "[torch.DoubleTensor of size scalar]"; a tensor with a zero-size dim only its footer;
 -- BoolTensor values print as 1 / 0.
+-- A CUDA tensor prints its values (copied to the host) and its device in the footer:
+-- "[torch.CudaTensor of size 2x3 (cuda:0)]" (cutorch's footer had no device).
 local torch = ...
+local ffi = require 'ffi'
 
 local E, U = torch._elem, torch._tensor_util
-local type_names = torch._type_names
 local fmt, floor, ceil, abs, log10 = string.format, math.floor, math.ceil, math.abs, math.log10
 local insert, concat = table.insert, table.concat
 
@@ -50,12 +52,18 @@ local function gather(p)
    local n = U.numel(p)
    local vals = {}
    if n == 0 then return vals, 0 end
+   local h -- a device tensor's values, copied to the host (kept alive while read)
+   if p.device ~= 0 then
+      h = U.host_copy(p, 3)
+      p = h.p
+   end
    local d, get, nxt = E.data_ptr(p, 'tostring(x) or print(x)'), E.GET[p.dtype], U.offsets(p)
    for i = 1, n do
       local v = get(d, nxt())
       if v == true then v = 1 elseif v == false then v = 0 end
       vals[i] = v
    end
+   local _ = h
    return vals, n
 end
 
@@ -88,14 +96,20 @@ local function print_matrix(out, vals, base, rows, cols, vf, scale, sz, indent)
    end
 end
 
+local devbuf = ffi.new('char[16]')
+local function device_note(p)
+   if p.device == 0 then return '' end
+   return ' (' .. ffi.string(torch._C.tc_device_str(p.device, devbuf, 16)) .. ')'
+end
+
 local function footer(name, p)
-   return '[' .. name .. ' of size ' .. U.size_str(p) .. ']\n'
+   return '[' .. name .. ' of size ' .. U.size_str(p) .. device_note(p) .. ']\n'
 end
 
 local function tensor_tostring(t)
    local p = t.p
-   local name = type_names[p.dtype]
-   if p.storage == nil then return '[' .. name .. ' with no dimension]\n' end
+   local name = torch._tensor_type_name(p)
+   if p.storage == nil then return '[' .. name .. ' with no dimension' .. device_note(p) .. ']\n' end
    local vals, n = gather(p)
    local nd = p.ndim
    if n == 0 then return footer(name, p) end

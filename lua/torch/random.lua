@@ -142,7 +142,7 @@ end
 function torch.setRNGState(a, b)
    local g = gen_of(a)
    local s = is_gen(a) and b or a
-   if not isT(s) or s.p.dtype ~= U8 then
+   if not isT(s) or s.p.dtype ~= U8 or s.p.device ~= 0 then
       error('setRNGState: expected a ByteTensor from getRNGState, got ' .. describe(s), 2)
    end
    if C.tc_tensor_is_contiguous(s.p) == 0 then error('setRNGState: the state tensor must be contiguous', 2) end

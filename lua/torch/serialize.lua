@@ -20,6 +20,13 @@
 -- header, storages by (C storage, offset, size, type), so two tensors viewing one storage
 -- still share it after loading.
 --
+-- CUDA tensors (lua/torch/cuda_tensor.lua) are written as cutorch wrote them: class
+-- torch.CudaTensor (torch.Cuda<Type>Tensor), storage torch.Cuda<Type>Storage, the values
+-- copied to the host (no device number: cutorch's format has none). They load onto the
+-- selected device, tensors that shared a storage sharing one device storage; without CUDA
+-- loading one is an error naming its class unless opts {map_location = 'cpu'} (PyTorch's
+-- name) asks for CPU tensors; map_location = 'cuda:N' loads onto device N. A bare CUDA
+-- storage loads as a host storage (Lua storages are host memory).
 -- Loading never runs code from the data: function bytecode is refused unless the caller
 -- passes {allowFunctions = true}. Every size is checked against the bytes left before
 -- anything is allocated, classes are looked up by name (a class must be loaded, except
@@ -144,13 +151,19 @@ local function write_torch(f, st, obj, name)
          wint(f, TYPE_NIL)
          return
       end
-      if tcs.device ~= C.TC_CPU then unwritable(st, 'a tensor that is not on the CPU (copy it with :float() first)') end
       local dt = p.dtype
       local es = torch._elem.ELSIZE[dt]
       local n = floor(tonumber(tcs.nbytes) / es)
       -- the storage object: the whole C storage, keyed so every tensor on it shares one
-      write_object(f, st, setmetatable({data = tcs.data, dt = dt, n = n, key = fmt('s%x:0:%d:%d', addr(tcs), n, dt)},
-                                       PROXY))
+      local proxy = {data = tcs.data, dt = dt, n = n, key = fmt('s%x:0:%d:%d', addr(tcs), n, dt)}
+      if tcs.device ~= C.TC_CPU then
+         -- device memory: its values are written from a host copy of the whole storage,
+         -- which the proxy keeps alive (the writer keeps the proxy while the file is open)
+         local whole = torch._whole_storage(obj)
+         proxy.host = whole:type(torch._type_names[dt])
+         proxy.data, proxy.cuda = C.tc_tensor_data(proxy.host.p), true
+      end
+      write_object(f, st, setmetatable(proxy, PROXY))
    elseif torch.isStorage(obj) then
       write_storage_body(f, torch._storage_dtype(obj), torch._storage_ptr(obj), obj:size())
    elseif type(obj) == 'table' then
@@ -211,7 +224,7 @@ write_object = function(f, st, x)
    if proxy then
       local dt = x.dt
       wstring(f, 'V 1')
-      wstring(f, (type_names[dt]:gsub('Tensor$', 'Storage')))
+      wstring(f, ((x.cuda and torch._cuda_type_names or type_names)[dt]:gsub('Tensor$', 'Storage')))
       write_storage_body(f, dt, x.data, x.n)
    elseif ti == TYPE_TORCH then
       local name = torch.typename(x)
@@ -310,16 +323,56 @@ local function rstate(f)
    return st
 end
 
--- Torch7 saved GPU tensors under these names; they load as CPU tensors.
-local cuda_alias = {
-   Cuda = 'Float', CudaDouble = 'Double', CudaByte = 'Byte', CudaChar = 'Char',
-   CudaShort = 'Short', CudaInt = 'Int', CudaLong = 'Long', CudaHalf = 'Half',
-}
+-- The dtype of a builtin tensor or storage class name, and whether it is a CUDA class.
 local function builtin_dtype(name, suffix)
    local short = name:match('^torch%.(%w+)' .. suffix .. '$')
    if short == nil then return nil end
-   short = cuda_alias[short] or short
-   return dtype_of_name['torch.' .. short .. 'Tensor']
+   local dt = dtype_of_name['torch.' .. short .. 'Tensor']
+   if dt ~= nil then return dt, false end
+   dt = torch._cuda_dtype_of_name['torch.' .. short .. 'Tensor']
+   return dt, dt ~= nil
+end
+
+-- Where a CUDA tensor being read goes: a device code (0: the CPU) from the file's
+-- map_location, else the selected device; without CUDA an error naming the class.
+local function cuda_target(f, name)
+   local ml = f._mapLocation
+   if ml == 'cpu' then return C.TC_CPU end
+   local ok, why = torch.cuda.isAvailable()
+   if not ok then
+      error(fmt("cannot load a %s: CUDA unavailable: %s (pass {map_location = 'cpu'} to load CUDA tensors "
+                .. 'as CPU tensors)', name, why), 0)
+   end
+   local dev = ml and tonumber(ml:match('^cuda:(%d+)$'))
+   if dev ~= nil then
+      if dev >= torch.cuda.deviceCount() then
+         error(fmt('cannot load a %s onto %s: no such device (%d devices)', name, ml, torch.cuda.deviceCount()), 0)
+      end
+      return C.TC_CUDA + dev
+   end
+   return C.TC_CUDA + torch.cuda.current_device()
+end
+
+-- The device copy of host tensor t (read from the file) on device: tensors that viewed one
+-- storage view one device storage, the whole storage moved once (cached in the read state).
+local function to_device(st, t, device)
+   local p = t.p
+   if p.storage == nil then
+      if C.tc_tensor_to(p, device, -1, outp) ~= 0 then error(ffi.string(C.tc_last_error()), 0) end
+      return torch._wrap(outp[0])
+   end
+   st.dev = st.dev or {}
+   local key = addr(p.storage) .. ':' .. device
+   local whole = st.dev[key]
+   if whole == nil then
+      local host = torch._whole_storage(t)
+      if C.tc_tensor_to(host.p, device, -1, outp) ~= 0 then error(ffi.string(C.tc_last_error()), 0) end
+      whole = torch._wrap(outp[0])
+      st.dev[key] = whole
+      st.dev_keep = st.dev_keep or {}
+      st.dev_keep[#st.dev_keep + 1] = host -- its address stays the key's while reading
+   end
+   return torch._restride(whole, t)
 end
 
 local function refuse_function(f, at)
@@ -426,8 +479,14 @@ local function read_torch(f, st, idx, at)
    if #name > 200 or not name:match('^[%a_][%w_%.]*$') then
       corrupt(f, fmt('bad class name %q', name:sub(1, 60)), at)
    end
-   local dt = builtin_dtype(name, 'Tensor')
-   if dt ~= nil then return read_tensor(f, st, dt, at) end
+   local dt, cuda = builtin_dtype(name, 'Tensor')
+   if dt ~= nil then
+      if not cuda then return read_tensor(f, st, dt, at) end
+      local device = cuda_target(f, name)
+      local t = read_tensor(f, st, dt, at)
+      if device == C.TC_CPU then return t end
+      return to_device(st, t, device)
+   end
    dt = builtin_dtype(name, 'Storage')
    if dt ~= nil then return read_storage(f, st, dt, at) end
    local factory = class_factory(name)
@@ -603,6 +662,8 @@ do
 end
 
 local formats = {binary = true, ascii = true, b32 = true, b64 = true}
+local map_location -- below
+
 local function check_format(format, what)
    if format ~= nil and not formats[format] then
       error(fmt("%s: format must be 'binary', 'ascii', 'b32' or 'b64', got %s", what, tostring(format)), 3)
@@ -640,8 +701,18 @@ function torch.save(filename, obj, format, referenced)
    end
 end
 
+-- opts.map_location: nil, 'cpu', 'cuda' or 'cuda:N' (where CUDA tensors load), checked.
+map_location = function(opts, what, level)
+   local ml = opts ~= nil and opts.map_location or nil
+   if ml == nil or ml == 'cpu' or ml == 'cuda' or (type(ml) == 'string' and ml:match('^cuda:%d+$')) then
+      return ml
+   end
+   error(fmt("%s: opts.map_location must be 'cpu', 'cuda' or 'cuda:N', got %s", what, tostring(ml)), level + 1)
+end
+
 -- torch.load(filename [, format] [, referenced] [, opts]): format 'binary', 'ascii', 'b32'
--- or 'b64' (nil: binary or ascii, whichever the file is); opts {allowFunctions = false}.
+-- or 'b64' (nil: binary or ascii, whichever the file is); opts {allowFunctions = false,
+-- map_location = nil | 'cpu' | 'cuda' | 'cuda:N'}.
 function torch.load(filename, format, referenced, opts)
    if type(format) == 'table' then opts, format = format, nil end
    if type(referenced) == 'table' then opts, referenced = referenced, nil end
@@ -659,6 +730,7 @@ function torch.load(filename, format, referenced, opts)
    set_format(f, format, 'torch.load', 1)
    f:referenced(referenced ~= false)
    f._allowFunctions = opts ~= nil and opts.allowFunctions and true or false
+   f._mapLocation = map_location(opts, 'torch.load', 2)
    local ok, obj = pcall(read_top, f)
    f:close()
    if not ok then error(fmt('torch.load: %s: %s', filename, tostring(obj)), 2) end
@@ -687,6 +759,7 @@ function torch.deserialize(str, format, opts)
    local f = torch._memory_file_of_string(str)
    set_format(f, format, 'torch.deserialize', 2)
    f._allowFunctions = opts ~= nil and opts.allowFunctions and true or false
+   f._mapLocation = map_location(opts, 'torch.deserialize', 2)
    local ok, obj = pcall(read_top, f)
    if not ok then error('torch.deserialize: ' .. tostring(obj), 2) end
    return obj

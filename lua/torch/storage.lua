@@ -391,7 +391,7 @@ torch._storage_name = storage_name
 
 -- torch.typename / torch.type of a cdata: tensors (init.lua's rule) and storages.
 torch._classes.set_cdata_typename(function(x)
-   if ffi.istype(Handle, x) then return type_names[x.p.dtype] end
+   if ffi.istype(Handle, x) then return torch._tensor_type_name(x.p) end
    local dt = storage_dt[tonumber(ffi.typeof(x))]
    return dt and storage_name[dt] or nil
 end)

@@ -73,12 +73,29 @@ SET[BF16] = function(d, i, v) d[i] = C.tc_f32_to_bf16(v) end
 -- constructors filling tensors they just made pass none.
 local check_read = false
 torch._on_trace_check(function(f) check_read = f end)
+-- A device tensor's pointer is device memory: reading it on the host would crash on a GPU
+-- (the mock backend cannot tell), so every element read or write through a pointer is
+-- refused here; what can take a host copy (print, totable, apply, t[i]) does so first.
+local function device_values_error(p, what, level)
+   -- raised at the first frame outside lua/torch (element loops sit at various depths)
+   while true do
+      local info = debug.getinfo(level, 'S')
+      if info == nil or not info.source:find('lua/torch/', 1, true) then break end
+      level = level + 1
+   end
+   local buf = ffi.new('char[16]')
+   error(fmt('%s: the values of a %s are in device memory (%s) and cannot be read or written from Lua '
+             .. 'directly; copy it to the host first (:float(), :double(), :type())', what or 'an element loop in Lua',
+             torch._tensor_type_name(p), ffi.string(C.tc_device_str(p.device, buf, 16))), level)
+end
 local function data_ptr(p, what)
    if check_read and what then check_read(p, what) end
+   if p.device ~= 0 then device_values_error(p, what, 4) end -- the caller of data_ptr's caller
    return cast(PTR[p.dtype], C.tc_tensor_data(p))
 end
 
-local elem = {PTR = PTR, GET = GET, SET = SET, ELSIZE = ELSIZE, ctype = ctype_name, data_ptr = data_ptr}
+local elem = {PTR = PTR, GET = GET, SET = SET, ELSIZE = ELSIZE, ctype = ctype_name, data_ptr = data_ptr,
+              device_values_error = device_values_error}
 torch._elem = elem
 
 ---------------------------------------------------------------------------------------------
@@ -88,7 +105,7 @@ torch._elem = elem
 local function isT(x) return type(x) == 'cdata' and istype(Handle, x) end
 
 local function describe(x)
-   if isT(x) then return type_names[x.p.dtype] end
+   if isT(x) then return torch._tensor_type_name(x.p) end
    return torch.typename(x) or type(x)
 end
 
@@ -499,6 +516,7 @@ function methods.elementSize(t) return ELSIZE[t.p.dtype] end
 
 function methods.storage(t)
    if check_read then check_read(t.p, 'x:storage()') end
+   if t.p.device ~= 0 then device_values_error(t.p, 'x:storage() (storages are host memory)', 3) end
    return torch._storage_of_tensor(t.p)
 end
 
@@ -617,6 +635,14 @@ local function converted(p, dt, level)
 end
 util.converted = converted
 
+-- A new contiguous CPU tensor holding the values of device tensor p: what print, totable,
+-- apply and map read and write for it (its own memory is never touched from Lua).
+local function host_copy(p, level)
+   if C.tc_tensor_to(p, 0, -1, outp) ~= 0 then raise(level + 1) end
+   return wrap(outp[0])
+end
+util.host_copy = host_copy
+
 function methods.clone(t)
    local p = t.p
    local r = converted(p, p.dtype, 2)
@@ -642,43 +668,7 @@ function methods.copy(t, src)
    return t
 end
 
-function methods.type(t, name)
-   local p = t.p
-   local cur = type_names[p.dtype]
-   if name == nil then return cur end
-   if name == cur then return t end
-   local dt = dtype_of_name[name]
-   if dt == nil then error(fmt("type: unknown tensor type '%s'", tostring(name)), 2) end
-   local r = converted(p, dt, 2)
-   return r
-end
-
-function methods.typeAs(t, other)
-   local q = need_tensor('typeAs', other, '', 2)
-   if q.dtype == t.p.dtype then return t end
-   local r = converted(t.p, q.dtype, 2)
-   return r
-end
-
-for meth, name in pairs({byte = 'torch.ByteTensor', char = 'torch.CharTensor', short = 'torch.ShortTensor',
-                         int = 'torch.IntTensor', long = 'torch.LongTensor', float = 'torch.FloatTensor',
-                         double = 'torch.DoubleTensor', half = 'torch.HalfTensor',
-                         bfloat16 = 'torch.BFloat16Tensor', bool = 'torch.BoolTensor'}) do
-   local dt = dtype_of_name[name]
-   methods[meth] = function(t)
-      local p = t.p
-      if p.dtype == dt then return t end
-      local r = converted(p, dt, 2)
-      return r
-   end
-end
-
-function methods.real(t)
-   local p, dt = t.p, torch._default_dtype()
-   if p.dtype == dt then return t end
-   local r = converted(p, dt, 2)
-   return r
-end
+-- type, typeAs, float, double, ... and real: cuda_tensor.lua (they cross devices).
 
 local function fill_value(name, v, level)
    local tv = type(v)

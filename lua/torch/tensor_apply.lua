@@ -83,21 +83,20 @@ local function first_write(p, name, kind, level)
    return true
 end
 
--- apply(fn): fn(x) for every element in row-major order; a non-nil result is stored.
-function methods.apply(t, fn)
-   need_function('apply', fn, 2)
-   local p = t.p
-   local n = numel(p)
-   if n == 0 then return t end
-   local kind, wrote = U.grad_write_kind(p), false
-   local dt = p.dtype
+-- Device tensors (p.device ~= 0) run the callbacks over host copies: their values cross to
+-- the host, and back (one copy through the op path) when the function stored something.
+-- `level` below counts as in tensor.lua from the *_values helpers (3: the user's line).
+
+-- Loops fn over host tensor p (and q1, q2 for map/map2); returns whether it stored.
+local function apply_values(p, fn, kind, level)
+   local n, wrote, dt = numel(p), false, p.dtype
    local d, get, set = data_ptr(p, 'x:apply()'), GET[dt], SET[dt]
    if C.tc_tensor_is_contiguous(p) ~= 0 then
       for i = 0, n - 1 do
          local r = fn(get(d, i))
          if r ~= nil then
-            if not wrote then wrote = first_write(p, 'apply', kind, 2) end
-            set(d, i, result_value('apply', dt, r, 2))
+            if not wrote then wrote = first_write(p, 'apply', kind, level) end
+            set(d, i, result_value('apply', dt, r, level))
          end
       end
    else
@@ -106,10 +105,59 @@ function methods.apply(t, fn)
          local o = nxt()
          local r = fn(get(d, o))
          if r ~= nil then
-            if not wrote then wrote = first_write(p, 'apply', kind, 2) end
-            set(d, o, result_value('apply', dt, r, 2))
+            if not wrote then wrote = first_write(p, 'apply', kind, level) end
+            set(d, o, result_value('apply', dt, r, level))
          end
       end
+   end
+   return wrote
+end
+
+local function map_values(name, p, q1, q2, fn, kind, level)
+   local n, wrote, dt = numel(p), false, p.dtype
+   local d, get, set = data_ptr(p, 'x:' .. name .. '()'), GET[dt], SET[dt]
+   local d1, get1, nxt1 = data_ptr(q1, 'x:' .. name .. '()'), GET[q1.dtype], offsets(q1)
+   local nxt = offsets(p)
+   if q2 == nil then
+      for _ = 1, n do
+         local o = nxt()
+         local r = fn(get(d, o), get1(d1, nxt1()))
+         if r ~= nil then
+            if not wrote then wrote = first_write(p, name, kind, level) end
+            set(d, o, result_value(name, dt, r, level))
+         end
+      end
+      return wrote
+   end
+   local d2, get2, nxt2 = data_ptr(q2, 'x:map2()'), GET[q2.dtype], offsets(q2)
+   for _ = 1, n do
+      local o = nxt()
+      local r = fn(get(d, o), get1(d1, nxt1()), get2(d2, nxt2()))
+      if r ~= nil then
+         if not wrote then wrote = first_write(p, name, kind, level) end
+         set(d, o, result_value(name, dt, r, level))
+      end
+   end
+   return wrote
+end
+
+-- The host tensor a callback reads for p: p itself, or a host copy of a device tensor
+-- (kept alive by the caller's local).
+local function on_host(p)
+   if p.device == 0 then return p, nil end
+   local h = U.host_copy(p, 3)
+   return h.p, h
+end
+
+-- apply(fn): fn(x) for every element in row-major order; a non-nil result is stored.
+function methods.apply(t, fn)
+   need_function('apply', fn, 2)
+   local p = t.p
+   if numel(p) == 0 then return t end
+   local kind = U.grad_write_kind(p)
+   local hp, h = on_host(p)
+   if apply_values(hp, fn, kind, 3) and h ~= nil then
+      local _ = methods.copy(t, h)
    end
    return t
 end
@@ -130,19 +178,13 @@ function methods.map(t, src, fn)
    local p = t.p
    local n = same_count('map', p, q, 2)
    if n == 0 then return t end
-   local kind, wrote = U.grad_write_kind(p), false
-   local dt = p.dtype
-   local d, get, set = data_ptr(p, 'x:map()'), GET[dt], SET[dt]
-   local d2, get2 = data_ptr(q, 'x:map()'), GET[q.dtype]
-   local nxt, nxt2 = offsets(p), offsets(q)
-   for _ = 1, n do
-      local o = nxt()
-      local r = fn(get(d, o), get2(d2, nxt2()))
-      if r ~= nil then
-         if not wrote then wrote = first_write(p, 'map', kind, 2) end
-         set(d, o, result_value('map', dt, r, 2))
-      end
+   local kind = U.grad_write_kind(p)
+   local hp, h = on_host(p)
+   local hq, hq_keep = on_host(q)
+   if map_values('map', hp, hq, nil, fn, kind, 3) and h ~= nil then
+      local _ = methods.copy(t, h)
    end
+   local _ = hq_keep
    return t
 end
 
@@ -155,19 +197,14 @@ function methods.map2(t, a, b, fn)
    local n = same_count('map2', p, q1, 2)
    same_count('map2', p, q2, 2)
    if n == 0 then return t end
-   local kind, wrote = U.grad_write_kind(p), false
-   local dt = p.dtype
-   local d, get, set = data_ptr(p, 'x:map2()'), GET[dt], SET[dt]
-   local d1, get1, d2, get2 = data_ptr(q1, 'x:map2()'), GET[q1.dtype], data_ptr(q2, 'x:map2()'), GET[q2.dtype]
-   local nxt, nxt1, nxt2 = offsets(p), offsets(q1), offsets(q2)
-   for _ = 1, n do
-      local o = nxt()
-      local r = fn(get(d, o), get1(d1, nxt1()), get2(d2, nxt2()))
-      if r ~= nil then
-         if not wrote then wrote = first_write(p, 'map2', kind, 2) end
-         set(d, o, result_value('map2', dt, r, 2))
-      end
+   local kind = U.grad_write_kind(p)
+   local hp, h = on_host(p)
+   local h1, k1 = on_host(q1)
+   local h2, k2 = on_host(q2)
+   if map_values('map2', hp, h1, h2, fn, kind, 3) and h ~= nil then
+      local _ = methods.copy(t, h)
    end
+   local _, _ = k1, k2
    return t
 end
 
@@ -175,9 +212,17 @@ end
 function methods.totable(t)
    local p = t.p
    if p.storage == nil then return {} end
+   local h -- a device tensor's values, copied to the host
+   if p.device ~= 0 then
+      h = U.host_copy(p, 2)
+      p = h.p
+   end
    local d, get = data_ptr(p, 'x:totable()'), GET[p.dtype]
    local nd = p.ndim
-   if nd == 0 then return get(d, 0) end
+   if nd == 0 then
+      local v = get(d, 0)
+      return v
+   end
    local function rec(k, off)
       local n, s, r = tonumber(p.size[k]), tonumber(p.stride[k]), {}
       if k == nd - 1 then
@@ -187,6 +232,7 @@ function methods.totable(t)
       end
       return r
    end
-   return rec(0, 0)
+   local r = rec(0, 0) -- not a tail call: h (the host copy read through d) stays alive
+   return r
 end
 
