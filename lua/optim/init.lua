@@ -18,7 +18,7 @@ _G.optim = optim      -- Torch7 scripts use the global, and torch.class('optim.X
 optim._algos = {}     -- name -> {hyper(config, x, level), apply(x, dfdx, h, state)} or run
 
 for _, f in ipairs {'sgd', 'adam', 'adagrad', 'rmsprop', 'asgd', 'lbfgs', 'cg', 'checkgrad',
-                    'Optimizer', 'lr', 'ConfusionMatrix', 'Logger'} do
+                    'Optimizer', 'lr', 'ConfusionMatrix', 'Logger', 'GradScaler'} do
    require('optim.' .. f)(optim)
 end
 

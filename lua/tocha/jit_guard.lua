@@ -155,10 +155,19 @@ local function walk(st, v, path, level)
    end
 end
 
+-- The dispatcher modes a graph depends on, as one number: grad mode, and the autocast state
+-- (a graph traced inside torch.autocast holds its casts; outside, it must not be reused).
+function G.mode()
+   local m = C.tc_grad_enabled()
+   if C.tc_autocast_enabled() ~= 0 then m = m + 2 * (1 + C.tc_autocast_dtype()) end
+   return m
+end
+
 -- Flattens args[1..n]: returns the distinct tensor leaves and the guard key.
 function G.flatten(args, n, level)
    local st = {tensors = {}, paths = {}, storages = {}, seen = {}, parts = {}, what = 'argument'}
-   st.parts[1] = C.tc_grad_enabled() ~= 0 and 'grad(' or 'nograd('
+   local ac = C.tc_autocast_enabled() ~= 0 and ('autocast' .. C.tc_autocast_dtype() .. ' ') or ''
+   st.parts[1] = ac .. (C.tc_grad_enabled() ~= 0 and 'grad(' or 'nograd(')
    for i = 1, n do
       if i > 1 then st.parts[#st.parts + 1] = ', ' end
       walk(st, args[i], tostring(i), level + 1)
@@ -232,7 +241,7 @@ end
 -- against directly (the last entry used is tried first).
 local NIL = {}
 function G.fast_signature(args, n, tensors)
-   local sig = {n = n, grad = C.tc_grad_enabled(), tpos = {}}
+   local sig = {n = n, grad = G.mode(), tpos = {}}
    for i = 1, n do
       local a = args[i]
       if isT(a) then
@@ -258,7 +267,7 @@ function G.fast_signature(args, n, tensors)
 end
 
 function G.fast_match(sig, args, n)
-   if n ~= sig.n or C.tc_grad_enabled() ~= sig.grad then return false end
+   if n ~= sig.n or G.mode() ~= sig.grad then return false end
    for i = 1, n do
       local a, s = args[i], sig[i]
       if type(s) == 'table' then

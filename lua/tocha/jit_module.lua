@@ -132,7 +132,7 @@ local function forward_entry(m, cm, input)
    params_moved(m, cm) -- (drops the graphs, fast guards included, when they changed)
    -- the fast guard: the last key's entry when a tensor input has its geometry (no key built)
    local ff = cm.ff
-   if ff ~= nil and isT(input) and ff.train == m.train and geom_is(ff.geom, input)
+   if ff ~= nil and isT(input) and ff.train == m.train and ff.mode == guard.mode() and geom_is(ff.geom, input)
       and cm.fwd.entries[ff.key] == ff.e then
       local c = cm.fwd
       c.tick = c.tick + 1
@@ -146,7 +146,7 @@ local function forward_entry(m, cm, input)
    cm.ff = nil
    if e then
       if isT(input) and input.p.storage ~= nil then
-         cm.ff = {geom = geom_of(input), train = m.train, key = key, e = e}
+         cm.ff = {geom = geom_of(input), train = m.train, mode = guard.mode(), key = key, e = e}
       end
       return e, key
    end
@@ -303,7 +303,7 @@ local function run_backward(m, cm, mode, input, gradOutput, scale)
    local fb, key, e = cm.fb[mode], nil, nil
    local simple = isT(input) and isT(gradOutput) and input.p.storage ~= nil and gradOutput.p.storage ~= nil
                   and input.p.storage ~= gradOutput.p.storage
-   local grad = C.tc_grad_enabled()
+   local grad = guard.mode()
    if fb ~= nil and simple and fb.train == m.train and fb.scale == scale and fb.grad == grad
       and geom_is(fb.gi, input) and geom_is(fb.go, gradOutput) and cm.bwd.entries[fb.key] == fb.e then
       key, e = fb.key, fb.e

@@ -254,7 +254,7 @@ local function install(self, g, key, tensors, input, target, hs)
       end
    end
    local simple = isT(input) and isT(target) and #tensors == 2 and tensors[1] == input and tensors[2] == target
-   local e = {graph = g, key = key, plist = plist, groups = groups, train = self.model.train,
+   local e = {graph = g, key = key, plist = plist, groups = groups, train = self.model.train, mode = guard.mode(),
               simple = simple, xg = isT(input) and geom_of(input), yg = isT(target) and geom_of(target),
               out = ffi.new('tc_tensor*[?]', math.max(g.noutputs, 1)),
               ins = ffi.new('const tc_tensor*[?]', math.max(g.ninputs, 1))}
@@ -403,7 +403,7 @@ function Step:__call(input, target)
    local e = self.last
    if e ~= nil and e.simple and isT(input) and isT(target) and e.train == self.model.train
       and geom_is(e.xg, input) and geom_is(e.yg, target) and input.p.storage ~= target.p.storage
-      and C.tc_grad_enabled() ~= 0 and prepare(self, e) then
+      and C.tc_grad_enabled() ~= 0 and e.mode == guard.mode() and prepare(self, e) then
       pair[1], pair[2] = input, target
       local v = run_entry(self, e, pair)
       pair[1], pair[2] = nil, nil
