@@ -139,8 +139,9 @@ deps:
 	@sh .ci/deps.sh
 
 # `make test` installs what is missing, builds, runs everything and sums the counts.
+# The build runs in parallel: the CUDA backend and its host tests are several minutes of nvcc.
 test: deps
-	@$(MAKE) --no-print-directory all $(CTESTS)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(CTESTS)
 	@sh tests/run.sh "$(BUILD)" "$(BUSTED)"
 
 asan:
