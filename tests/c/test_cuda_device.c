@@ -251,3 +251,34 @@ TEST(cuda_dev_autograd)
     if (g) CHECK(SAME(host(g), 2, -3, 8, 1, 12, -11));
     ct_drop();
 }
+
+/* Bad input to the device entry points, answered the same with or without CUDA: argument
+ * checks come before any device is touched, and nothing is made. */
+TEST(cuda_device_entry_points_bad_input)
+{
+    tc_tensor *t = NULL, *a = ct_keep(ct_from(TC_F32, 1, SZ(2), VALS(1, 2)));
+    tc_storage *s = NULL;
+    CHECK_ERR(tc_tensor_new_on(DEV, TC_F32, 1, NULL, &t), TC_ERR_ARG, "tensor_new: NULL argument");
+    CHECK_ERR(tc_tensor_new_on(TC_CPU, (tc_dtype)99, 1, SZ(2), &t), TC_ERR_DTYPE, "invalid dtype 99");
+    CHECK_ERR(tc_tensor_new_on(-3, TC_F32, 1, SZ(2), &t), TC_ERR_DEVICE, "device -3 is not a CUDA device");
+    CHECK_ERR(tc_tensor_new_empty_on(-3, TC_F32, &t), TC_ERR_DEVICE, "device -3 is not a CUDA device");
+    CHECK(t == NULL);
+    CHECK_ERR(tc_storage_new_on(DEV, -1, &s), TC_ERR_ARG, "storage_new: negative size -1");
+    CHECK_ERR(tc_storage_new_on(DEV, 8, NULL), TC_ERR_ARG, "storage_new: NULL result");
+    CHECK(s == NULL);
+    CHECK_ERR(tc_tensor_to(a, DEV, 42, &t), TC_ERR_DTYPE, "to: invalid dtype 42");
+    CHECK_ERR(tc_tensor_to(NULL, DEV, -1, &t), TC_ERR_ARG, "to: NULL argument");
+    CHECK_ERR(tc_tensor_to(a, -3, -1, &t), TC_ERR_DEVICE, "device -3 is not a CUDA device");
+    CHECK(t == NULL && SAME(a, 1, 2));
+    CHECK_ERR(tc_cuda_set_flag(-1, 1), TC_ERR_ARG, "unknown flag -1");
+    CHECK(tc_cuda_get_flag(-1) == 0 && tc_cuda_get_flag(TC_CUDA_FLAG_COUNT) == 0);
+    CHECK(tc_cuda_host_fallbacks(TC_OP_COUNT + 5) == tc_cuda_host_fallbacks(-1)); /* out of range: the total */
+    char buf[16];
+    CHECK(strcmp(tc_device_str(TC_DEVICE_CUDA(3), buf, sizeof buf), "cuda:3") == 0);
+    CHECK(strcmp(tc_device_str(TC_CPU, buf, sizeof buf), "cpu") == 0);
+    /* a device ordinal that does not exist (or no CUDA at all) */
+    tc_status st = tc_cuda_synchronize(40);
+    CHECK(st == TC_ERR_ARG || st == TC_ERR_DEVICE);
+    CHECK(strstr(tc_last_error(), "cuda synchronize:") != NULL);
+    ct_drop();
+}

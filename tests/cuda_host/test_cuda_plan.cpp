@@ -20,20 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include "host_check.h"
 
-static int g_pass, g_fail;
-#define EXPECT(cond, ...)                                                                   \
-    do {                                                                                    \
-        if (cond) g_pass++;                                                                 \
-        else {                                                                              \
-            g_fail++;                                                                       \
-            if (g_fail < 30) printf("FAIL %s:%d: ", __FILE__, __LINE__), printf(__VA_ARGS__), printf("\n"); \
-        }                                                                                   \
-    } while (0)
-
-static uint64_t g_rng = 88172645463325252ull;
-static uint64_t rnd() { return g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17; }
-static int64_t rint_(int64_t n) { return (int64_t)(rnd() % (uint64_t)n); }
 static double rval() { return (double)(rint_(2001) - 1000) / 250.0; }
 
 /* ---- 1. matrix products ------------------------------------------------------------------- */
