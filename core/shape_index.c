@@ -101,7 +101,7 @@ static tc_status index_values(const char *op, const tc_tensor *idx, int d, int64
     if (!idx->storage || tc_exec_shape_only) return TC_OK;
     if (idx->device != TC_CPU) { /* device indices: checked on a host copy (one sync) */
         tc_tensor *h;
-        TRY(tc_host_values(idx, &h));
+        TRY(tc_host_values_for(op, idx, &h));
         tc_status s = index_values(op, h, d, size);
         tc_tensor_release(h);
         return s;
@@ -209,7 +209,7 @@ static tc_status count_set(const char *op, const tc_tensor *t, int nd, const int
         return tc_set_error(TC_ERR_UNSUPPORTED,
                             "%s: the result's size depends on values that a shape-only trace does not compute", op);
     tc_tensor *h;
-    TRY(tc_host_values(t, &h));
+    TRY(tc_host_values_for(op, t, &h));
     *n = tc_count_nonzero(h, nd, sz);
     tc_tensor_release(h);
     return TC_OK;

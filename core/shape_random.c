@@ -81,7 +81,7 @@ static tc_status check_values(const char *op, const char *what, const tc_tensor 
     if (tc_exec_shape_only) return TC_OK; /* undefined values: the graph run checks them */
     if (p->device != TC_CPU) { /* device values: checked on a host copy */
         tc_tensor *h;
-        TRY(tc_host_values(p, &h));
+        TRY(tc_host_values_for(op, p, &h));
         tc_status s = check_values(op, what, h, lo, hi);
         tc_tensor_release(h);
         return s;
@@ -151,7 +151,7 @@ static tc_status prepare_multinomial(const tc_kcall *k, tc_outspec *spec)
                             tc_shape_str(p, b, sizeof b));
     if (p->device != TC_CPU && !tc_exec_shape_only) { /* the weights are checked on a host copy */
         tc_tensor *h;
-        TRY(tc_host_values(p, &h));
+        TRY(tc_host_values_for("multinomial", p, &h));
         const tc_tensor *in[1] = {h};
         tc_kcall k2 = *k;
         k2.in = in;

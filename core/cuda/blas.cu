@@ -58,14 +58,32 @@ static tc_status blas_fail(cublasStatus_t st, const char *op, const char *what)
     return cu_fail(code, "%s: %s: %s", op, what, cublasGetStatusString(st));
 }
 
-/* A handle for dev (current on this thread), from the pool or new. */
+/* The handle's work goes on the calling thread's current stream (handles are shared
+ * between threads through the pool, so the stream is set at every checkout). Since CUDA
+ * 12.2 cuBLAS takes its workspace stream-ordered (cudaMallocAsync), which graph capture
+ * records, so no workspace of our own is bound. */
+static tc_status bind_stream(cublasHandle_t h, const char *op)
+{
+    cublasStatus_t st = cublasSetStream(h, cu_stream());
+    return st == CUBLAS_STATUS_SUCCESS ? TC_OK : blas_fail(st, op, "cublasSetStream");
+}
+
+/* A handle for dev (current on this thread), from the pool or new, bound to the current
+ * stream. */
 static tc_status handle_get(int dev, cublasHandle_t *h, const char *op)
 {
     if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuBLAS's pool", op, dev);
     pthread_mutex_lock(&g_mu);
     *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
     pthread_mutex_unlock(&g_mu);
-    if (*h) return TC_OK;
+    if (*h) {
+        tc_status s = bind_stream(*h, op);
+        if (s) {
+            cublasDestroy(*h);
+            *h = NULL;
+        }
+        return s;
+    }
     cublasStatus_t st = cublasCreate(h);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(st, op, "cublasCreate");
     /* Reductions (split-K) in the compute type, never in f16/bf16: one rounding at the
@@ -75,7 +93,12 @@ static tc_status handle_get(int dev, cublasHandle_t *h, const char *op)
         cublasDestroy(*h);
         return blas_fail(st, op, "cublasSetMathMode");
     }
-    return TC_OK;
+    tc_status s = bind_stream(*h, op);
+    if (s) {
+        cublasDestroy(*h);
+        *h = NULL;
+    }
+    return s;
 }
 
 static void handle_put(int dev, cublasHandle_t h)
@@ -210,11 +233,11 @@ static tc_status run_int(int dt, const mm_mat &a, const mm_mat &b, const mm_mat 
     unsigned g = cu_blocks_for(n, 256);
     int64_t ia = to_i64(alpha), ib = to_i64(beta);
     switch (dt) {
-    case TC_U8: int_product<uint8_t><<<g, 256>>>(a, b, c, batch, sum, ia, ib); break;
-    case TC_I8: int_product<int8_t><<<g, 256>>>(a, b, c, batch, sum, ia, ib); break;
-    case TC_I16: int_product<int16_t><<<g, 256>>>(a, b, c, batch, sum, ia, ib); break;
-    case TC_I32: int_product<int32_t><<<g, 256>>>(a, b, c, batch, sum, ia, ib); break;
-    case TC_I64: int_product<int64_t><<<g, 256>>>(a, b, c, batch, sum, ia, ib); break;
+    case TC_U8: int_product<uint8_t><<<g, 256, 0, cu_stream()>>>(a, b, c, batch, sum, ia, ib); break;
+    case TC_I8: int_product<int8_t><<<g, 256, 0, cu_stream()>>>(a, b, c, batch, sum, ia, ib); break;
+    case TC_I16: int_product<int16_t><<<g, 256, 0, cu_stream()>>>(a, b, c, batch, sum, ia, ib); break;
+    case TC_I32: int_product<int32_t><<<g, 256, 0, cu_stream()>>>(a, b, c, batch, sum, ia, ib); break;
+    case TC_I64: int_product<int64_t><<<g, 256, 0, cu_stream()>>>(a, b, c, batch, sum, ia, ib); break;
     default: return cu_fail(TC_ERR_INTERNAL, "%s: integer product of dtype %d", op, dt);
     }
     return cu_check(cudaGetLastError(), op);

@@ -6,7 +6,9 @@
  * a doubly linked list in address order (prev/next), so a segment is whole when its one
  * block has neither. A block is either allocated (in the device's ptrmap, keyed by address)
  * or free (in its pool's sorted array). All blocks of a segment share the segment's stream
- * and pool, which is what lets neighbours merge without further checks.
+ * and pool, which is what lets neighbours merge without further checks. A private pool's
+ * key stands in the stream field (odd keys; stream handles are even), so the pools need no
+ * structure of their own beyond a record per key (ca_private) counting its segments.
  */
 #include "cache_alloc.h"
 #include <stdarg.h>
@@ -209,6 +211,37 @@ static void record_put(ca_device *d, ca_block *b)
     d->records = b;
 }
 
+/* ---- private pools ------------------------------------------------------------------ */
+
+static int is_pool_key(uintptr_t key) { return (key & 1) != 0; }
+
+/* Index of key's record on d, or SIZE_MAX (lock held). */
+static size_t priv_find(const ca_device *d, uintptr_t key)
+{
+    for (size_t i = 0; i < d->npriv; i++)
+        if (d->priv[i].key == key) return i;
+    return SIZE_MAX;
+}
+
+/* Whether segments carrying key must stay where they are: an open pool's (lock held). */
+static int pool_pinned(const ca_device *d, uintptr_t key)
+{
+    if (!is_pool_key(key)) return 0;
+    size_t i = priv_find(d, key);
+    return i != SIZE_MAX && !d->priv[i].closed;
+}
+
+/* One segment carrying key left (handed back, or moved to the default stream); a closed
+ * pool's record goes with its last segment (lock held). */
+static void priv_segment_gone(ca_device *d, uintptr_t key)
+{
+    if (!is_pool_key(key)) return;
+    size_t i = priv_find(d, key);
+    if (i == SIZE_MAX) return;
+    d->priv[i].nseg--;
+    if (d->priv[i].closed && d->priv[i].nseg <= 0) d->priv[i] = d->priv[--d->npriv];
+}
+
 /* ---- set-up -------------------------------------------------------------------------- */
 
 tc_status ca_init(ca_allocator *a, const ca_device_ops *ops, int ndev)
@@ -248,8 +281,9 @@ static tc_status release_pool(ca_allocator *a, int dev, ca_pool *p)
     size_t keep = 0;
     for (size_t i = 0; i < p->n; i++) {
         ca_block *b = p->v[i];
-        if (b->prev || b->next) {
-            p->v[keep++] = b; /* part of a segment that still has allocated blocks */
+        if (b->prev || b->next || pool_pinned(d, b->stream)) {
+            /* part of a segment that still has allocated blocks, or of a live graph's pool */
+            p->v[keep++] = b;
             continue;
         }
         char msg[512] = "";
@@ -263,6 +297,7 @@ static tc_status release_pool(ca_allocator *a, int dev, ca_pool *p)
         d->st.segments--;
         d->st.device_frees++;
         p->owned--;
+        priv_segment_gone(d, b->stream);
         record_put(d, b);
     }
     p->n = keep; /* removing entries keeps the order */
@@ -338,6 +373,11 @@ tc_status ca_alloc(ca_allocator *a, int dev, uintptr_t stream, size_t nbytes, vo
      * spare records (for a new segment's block and for the remainder of a split), room in
      * the pointer map and in the pool. */
     pthread_mutex_lock(&d->mu);
+    if (is_pool_key(stream) && !pool_pinned(d, stream)) {
+        pthread_mutex_unlock(&d->mu);
+        return fail(TC_ERR_ARG, "cuda alloc: %zu bytes on device %d: private pool %#llx is not open", nbytes, dev,
+                    (unsigned long long)stream);
+    }
     ca_block *spare[2] = {record_get(d), record_get(d)};
     int nspare = 2;
     if (!spare[0] || !spare[1] || !map_reserve_one(&d->live) || !pool_room(pool, 2)) {
@@ -369,6 +409,7 @@ tc_status ca_alloc(ca_allocator *a, int dev, uintptr_t stream, size_t nbytes, vo
         b->stream = stream;
         b->small = small;
         pool->owned++;
+        if (is_pool_key(stream)) d->priv[priv_find(d, stream)].nseg++;
     }
 
     /* Split when the rest is worth keeping: any granule in the small pool; more than a small
@@ -456,6 +497,11 @@ tc_status ca_free(ca_allocator *a, int dev, void *ptr)
         record_put(d, b);
         b = p;
     }
+    /* A closed pool's segment that is wholly free now serves the default stream. */
+    if (!b->prev && !b->next && is_pool_key(b->stream) && !pool_pinned(d, b->stream)) {
+        priv_segment_gone(d, b->stream);
+        b->stream = 0;
+    }
     pool_insert(pool, b);
     pthread_mutex_unlock(&d->mu);
     return TC_OK;
@@ -493,6 +539,95 @@ tc_status ca_reset_peak(ca_allocator *a, int dev)
     st->segments_peak = st->segments;
     pthread_mutex_unlock(&a->dev[dev].mu);
     return TC_OK;
+}
+
+/* ---- private pools: open, close -------------------------------------------------------- */
+
+tc_status ca_pool_open(ca_allocator *a, int dev, uintptr_t *key)
+{
+    if (!key) return fail(TC_ERR_ARG, "cuda pool_open: NULL result");
+    *key = 0;
+    tc_status s = check_dev(a, dev, "pool_open");
+    if (s) return s;
+    ca_device *d = &a->dev[dev];
+    pthread_mutex_lock(&d->mu);
+    if (d->npriv == d->cappriv) {
+        size_t cap = d->cappriv ? d->cappriv * 2 : 8;
+        ca_private *v = (ca_private *)realloc(d->priv, cap * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&d->mu);
+            return fail(TC_ERR_MEMORY, "cuda pool_open: device %d: no host memory for bookkeeping", dev);
+        }
+        d->priv = v;
+        d->cappriv = cap;
+    }
+    uint64_t id = __atomic_add_fetch(&a->next_pool, 1, __ATOMIC_RELAXED);
+    ca_private *r = &d->priv[d->npriv++];
+    r->key = (uintptr_t)((id << 1) | 1);
+    r->nseg = 0;
+    r->closed = 0;
+    *key = r->key;
+    pthread_mutex_unlock(&d->mu);
+    return TC_OK;
+}
+
+/* Moves the wholly free segments carrying key in p to the default stream (lock held). The
+ * pool array stays sorted: they leave it and go back in under their new key. */
+static void rekey_free_segments(ca_device *d, ca_pool *p, uintptr_t key)
+{
+    size_t i = pool_lower_bound(p, key, 0, NULL);
+    while (i < p->n && p->v[i]->stream == key) {
+        ca_block *b = p->v[i];
+        if (b->prev || b->next) {
+            i++;
+            continue;
+        }
+        memmove(p->v + i, p->v + i + 1, (p->n - i - 1) * sizeof *p->v);
+        p->n--;
+        priv_segment_gone(d, key);
+        b->stream = 0;
+        pool_insert(p, b); /* key 0 sorts before any pool key: the next candidate moved to i + 1 */
+        i++;
+    }
+}
+
+tc_status ca_pool_close(ca_allocator *a, int dev, uintptr_t key)
+{
+    tc_status s = check_dev(a, dev, "pool_close");
+    if (s) return s;
+    ca_device *d = &a->dev[dev];
+    pthread_mutex_lock(&d->mu);
+    size_t i = is_pool_key(key) ? priv_find(d, key) : SIZE_MAX;
+    if (i == SIZE_MAX || d->priv[i].closed) {
+        pthread_mutex_unlock(&d->mu);
+        return fail(TC_ERR_ARG, "cuda pool_close: device %d has no open private pool %#llx", dev,
+                    (unsigned long long)key);
+    }
+    d->priv[i].closed = 1;
+    int64_t nseg = d->priv[i].nseg;
+    if (nseg <= 0) d->priv[i] = d->priv[--d->npriv];
+    else {
+        rekey_free_segments(d, &d->small, key);
+        rekey_free_segments(d, &d->large, key);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return TC_OK;
+}
+
+int64_t ca_segments_of(ca_allocator *a, int dev, uintptr_t key)
+{
+    if (check_dev(a, dev, "segments_of")) return -1;
+    ca_device *d = &a->dev[dev];
+    int64_t n = 0;
+    pthread_mutex_lock(&d->mu);
+    ca_pool *pools[2] = {&d->small, &d->large};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < pools[k]->n; i++)
+            if (pools[k]->v[i]->stream == key && !pools[k]->v[i]->prev) n++;
+    for (size_t i = 0; i < d->live.cap; i++)
+        if (d->live.slot[i] && d->live.slot[i]->stream == key && !d->live.slot[i]->prev) n++;
+    pthread_mutex_unlock(&d->mu);
+    return n;
 }
 
 /* ---- tear-down ----------------------------------------------------------------------- */
@@ -544,6 +679,7 @@ tc_status ca_destroy(ca_allocator *a)
         free(d->small.v);
         free(d->large.v);
         free(d->live.slot);
+        free(d->priv);
         pthread_mutex_destroy(&d->mu);
         memset(d, 0, sizeof *d);
     }

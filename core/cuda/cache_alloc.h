@@ -13,6 +13,11 @@
  *    stream is never handed to another while work queued there may still read it;
  *  - a block bigger than needed is split (the rest stays free, in the same segment); a freed
  *    block merges with free neighbours of its segment, so a fully freed segment is one block;
+ *  - private pools (CUDA graph capture, ca_pool_open): a pool's key takes the place of the
+ *    stream, so its blocks are served only to allocations that name the pool; a live
+ *    pool's memory is never handed back to the device nor to anyone else, since a graph
+ *    replays on those addresses; ca_pool_close returns it to the default stream (0) as its
+ *    segments become wholly free;
  *  - empty_cache hands every segment with nothing allocated in it back to the device;
  *  - when the device refuses a new segment for lack of memory, the allocator empties its
  *    cache on that device and retries once; a second refusal is TC_ERR_MEMORY with a
@@ -69,17 +74,29 @@ typedef struct ca_ptrmap {
     size_t cap, n;
 } ca_ptrmap;
 
+/* A private pool: its key, the segments carrying that key, and whether it was closed (its
+ * segments go back to the default stream as they become wholly free; the record goes when
+ * the last one has). */
+typedef struct ca_private {
+    uintptr_t key;
+    int64_t nseg;
+    int closed;
+} ca_private;
+
 typedef struct ca_device {
     pthread_mutex_t mu;
     ca_pool small, large;
     ca_ptrmap live;
     ca_block *records; /* unused block records, for reuse */
     tc_cuda_memstats st;
+    ca_private *priv; /* open pools, and closed ones that still have segments */
+    size_t npriv, cappriv;
 } ca_device;
 
 typedef struct ca_allocator {
     ca_device_ops ops;
     int ndev; /* devices 0..ndev-1 are accepted */
+    uint64_t next_pool; /* pool keys are (++next_pool << 1) | 1 */
     ca_device dev[CA_MAX_DEVICES];
 } ca_allocator;
 
@@ -97,8 +114,9 @@ CA_HIDDEN tc_status ca_init(ca_allocator *a, const ca_device_ops *ops, int ndev)
  * tools that own the allocator; nothing may use it concurrently or afterwards. */
 CA_HIDDEN tc_status ca_destroy(ca_allocator *a);
 
-/* *ptr = nbytes of device memory on dev for use on stream (0: the default stream); 0 bytes
- * give NULL. The block may be larger (rounded); its contents are undefined. */
+/* *ptr = nbytes of device memory on dev for use on stream (0: the default stream; else a
+ * stream handle, which is even, being an aligned pointer; or an open private pool's key);
+ * 0 bytes give NULL. The block may be larger (rounded); its contents are undefined. */
 CA_HIDDEN tc_status ca_alloc(ca_allocator *a, int dev, uintptr_t stream, size_t nbytes, void **ptr);
 /* Returns ptr (from ca_alloc on dev) to the cache; NULL is a no-op. A pointer that dev did
  * not hand out (freed twice, foreign, another device's) is TC_ERR_ARG and changes nothing. */
@@ -108,6 +126,15 @@ CA_HIDDEN tc_status ca_empty_cache(ca_allocator *a, int dev);
 CA_HIDDEN tc_status ca_stats(ca_allocator *a, int dev, tc_cuda_memstats *out);
 /* Peaks restart from the current values. */
 CA_HIDDEN tc_status ca_reset_peak(ca_allocator *a, int dev);
+/* A new private pool on dev: *key (odd, so never a stream handle) is what ca_alloc takes
+ * in place of a stream to allocate from it. */
+CA_HIDDEN tc_status ca_pool_open(ca_allocator *a, int dev, uintptr_t *key);
+/* The pool's owner is gone (its graph destroyed; the caller has waited for the device):
+ * its wholly free segments go to the default stream now, the others as their blocks are
+ * freed. An unknown or already closed key is TC_ERR_ARG. */
+CA_HIDDEN tc_status ca_pool_close(ca_allocator *a, int dev, uintptr_t key);
+/* Segments of dev carrying key (a pool's or a stream's), for tests; -1 on a bad dev. */
+CA_HIDDEN int64_t ca_segments_of(ca_allocator *a, int dev, uintptr_t key);
 
 #ifdef __cplusplus
 }

@@ -65,9 +65,9 @@ template <class T> static void copy_launch(int dev, const cu_geom *g, void *out,
     int64_t n = cu_geom_numel(g);
     unsigned grid = (unsigned)cu_grid_for(dev, n);
     if (cu_geom_fits32(g))
-        copy_kernel<T, cu_geom32, int32_t><<<grid, CU_BLOCK>>>((int32_t)n, cu_geom32_from(g), (T *)out, (const T *)src);
+        copy_kernel<T, cu_geom32, int32_t><<<grid, CU_BLOCK, 0, cu_stream()>>>((int32_t)n, cu_geom32_from(g), (T *)out, (const T *)src);
     else
-        copy_kernel<T, cu_geom64, int64_t><<<grid, CU_BLOCK>>>(n, cu_geom64_from(g), (T *)out, (const T *)src);
+        copy_kernel<T, cu_geom64, int64_t><<<grid, CU_BLOCK, 0, cu_stream()>>>(n, cu_geom64_from(g), (T *)out, (const T *)src);
 }
 
 /* A bit copy of es-byte elements over a coalesced geometry with n > 0 elements. */
@@ -76,7 +76,7 @@ static tc_status bit_copy(int dev, const char *name, const cu_geom *g, int es, v
     bool dense = g->nd == 0 || (g->nd == 1 && g->stride[0][0] == 1 && g->stride[1][0] == 1);
     if (dense) { /* both contiguous: the copy engine */
         if (out == src) return TC_OK;
-        return cu_check(cudaMemcpyAsync(out, src, (size_t)cu_geom_numel(g) * (size_t)es, cudaMemcpyDeviceToDevice), name);
+        return cu_check(cudaMemcpyAsync(out, src, (size_t)cu_geom_numel(g) * (size_t)es, cudaMemcpyDeviceToDevice, cu_stream()), name);
     }
     switch (es) {
     case 1: copy_launch<uint8_t>(dev, g, out, src); break;
@@ -95,9 +95,9 @@ template <int FROM, int TO> static void convert_launch(int dev, const cu_geom *g
     unsigned grid = (unsigned)cu_grid_for(dev, n);
     if (cu_geom_fits32(g))
         convert_kernel<FROM, TO, cu_geom32, int32_t>
-            <<<grid, CU_BLOCK>>>((int32_t)n, cu_geom32_from(g), (char *)out, (const char *)src);
+            <<<grid, CU_BLOCK, 0, cu_stream()>>>((int32_t)n, cu_geom32_from(g), (char *)out, (const char *)src);
     else
-        convert_kernel<FROM, TO, cu_geom64, int64_t><<<grid, CU_BLOCK>>>(n, cu_geom64_from(g), (char *)out, (const char *)src);
+        convert_kernel<FROM, TO, cu_geom64, int64_t><<<grid, CU_BLOCK, 0, cu_stream()>>>(n, cu_geom64_from(g), (char *)out, (const char *)src);
 }
 
 /* [from][to]; the diagonal is never used (bit copies). */
@@ -202,11 +202,11 @@ template <class T> static void where_launch(int dev, const cu_geom *g, void *out
     int64_t n = cu_geom_numel(g);
     unsigned grid = (unsigned)cu_grid_for(dev, n);
     if (cu_geom_fits32(g))
-        where_kernel<T, cu_geom32, int32_t><<<grid, CU_BLOCK>>>((int32_t)n, cu_geom32_from(g), (T *)out,
+        where_kernel<T, cu_geom32, int32_t><<<grid, CU_BLOCK, 0, cu_stream()>>>((int32_t)n, cu_geom32_from(g), (T *)out,
                                                                 (const uint8_t *)cond, (const T *)a, (const T *)b);
     else
         where_kernel<T, cu_geom64, int64_t>
-            <<<grid, CU_BLOCK>>>(n, cu_geom64_from(g), (T *)out, (const uint8_t *)cond, (const T *)a, (const T *)b);
+            <<<grid, CU_BLOCK, 0, cu_stream()>>>(n, cu_geom64_from(g), (T *)out, (const uint8_t *)cond, (const T *)a, (const T *)b);
 }
 
 tc_status cu_op_select(int dev, const tc_cuda_call *c)

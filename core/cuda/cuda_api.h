@@ -10,8 +10,10 @@
  *  - returns a tc_status (TC_OK = 0); on failure last_error() (thread-local, inside the
  *    backend) holds a message naming the call and the CUDA error (cudaGetErrorString);
  *  - dev is a CUDA device ordinal; the call makes it current on the calling thread;
- *  - work is queued on the device's default stream: copies to the host and synchronize()
- *    wait for it, ew() does not.
+ *  - work is queued on the calling thread's current stream of the device (set_stream,
+ *    version 4; the legacy default stream until set): kernels, cuBLAS/cuDNN calls, memsets
+ *    and copies. Copies to the host wait for that stream, synchronize() for the device;
+ *    ew(), run() and the *_async copies do not wait.
  *
  * NOTE: bump TC_CUDA_API_VERSION whenever a field is added, removed, reordered or changes
  * meaning; the loader compares it (and sizeof) before touching anything else.
@@ -27,7 +29,7 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 3
+#define TC_CUDA_API_VERSION 4
 
 /* ---- ops on device tensors (version 3) ------------------------------------------------ */
 
@@ -55,7 +57,7 @@ typedef struct tc_cuda_view {
  *    key philox_seed starting at counter slot philox_base, exactly as the CPU kernel
  *    core/cpu/random.c does (slot i / 2, words 0-1 or 2-3 for element i), so a CUDA
  *    tensor filled with a seed holds the same numbers as a CPU tensor filled with it.
- * Kernels run on dev's default stream, asynchronously.
+ * Kernels run on the calling thread's current stream of dev, asynchronously.
  * A (op, dtype) the backend has no kernel for returns TC_ERR_UNSUPPORTED with a message
  * "<op>: no CUDA kernel for <dtype>": libtocha may then run the op on the host
  * (TC_CUDA_FLAG_HOST_FALLBACK). Any other failure is reported to the caller as is. */
@@ -87,7 +89,11 @@ typedef struct tc_cuda_api {
      * block for reuse; a refused device allocation empties the cache and retries once, then
      * fails with TC_ERR_MEMORY naming the size, the device and its usage. alloc of 0 bytes
      * gives NULL; release(NULL) is a no-op; releasing a pointer dev did not hand out (twice,
-     * foreign, another device's) is TC_ERR_ARG. Blocks belong to the default stream.
+     * foreign, another device's) is TC_ERR_ARG. A block belongs to the stream that was current
+     * when it was allocated: once released it is handed out again only to allocations on
+     * that stream (work queued there on the block is then ordered before the new use).
+     * While this thread captures a CUDA graph on dev (capture_begin), its allocations come
+     * from the capture's private pool instead (see capture_begin).
      * NOTE: no member is called malloc/free/memset: libc may define those as macros. */
     tc_status (*alloc)(int dev, size_t nbytes, void **ptr);
     tc_status (*release)(int dev, void *ptr);
@@ -131,6 +137,71 @@ typedef struct tc_cuda_api {
      * (0/1) times cuDNN's algorithms once per shape and caches the fastest, instead of its
      * heuristic choice. Other flags are libtocha's: TC_ERR_ARG. */
     tc_status (*set_flag)(int flag, int64_t value);
+
+    /* ---- version 4: streams, events, pinned host memory, async copies, CUDA graphs ---- */
+    /* Streams are opaque handles (a cudaStream_t in the CUDA backend): non-blocking streams
+     * (cudaStreamNonBlocking), so they never wait for the legacy default stream (NULL), nor
+     * it for them. destroy waits for the stream's queued work first. query: *done 1 when
+     * all work queued on it has finished, 0 when some is still running. */
+    tc_status (*stream_create)(int dev, void **stream);
+    tc_status (*stream_destroy)(int dev, void *stream);
+    tc_status (*stream_synchronize)(int dev, void *stream);
+    tc_status (*stream_query)(int dev, void *stream, int *done);
+    /* The calling thread's current stream on dev (NULL: the legacy default stream): every
+     * later kernel, library call, memset and copy of this thread on dev goes on it. */
+    tc_status (*set_stream)(int dev, void *stream);
+    /* Events (cudaEvent_t): timing 0 creates one without timing (cheaper; elapsed refuses
+     * it). record: e captures the work queued so far on stream (NULL: the legacy default
+     * stream); wait: work queued on stream after this call waits for e's last record;
+     * synchronize: the host waits for it; query: *done 1 when it has completed (or was never
+     * recorded); elapsed: milliseconds between two completed records of timing events. */
+    tc_status (*event_create)(int dev, int timing, void **event);
+    tc_status (*event_destroy)(int dev, void *event);
+    tc_status (*event_record)(int dev, void *event, void *stream);
+    tc_status (*event_wait)(int dev, void *stream, void *event);
+    tc_status (*event_synchronize)(int dev, void *event);
+    tc_status (*event_query)(int dev, void *event, int *done);
+    tc_status (*event_elapsed)(int dev, void *start, void *end, float *ms);
+    /* Page-locked host memory (cudaHostAlloc, portable): what asynchronous copies need.
+     * release of a pointer host_alloc did not hand out (or twice) is TC_ERR_ARG. release
+     * waits for the device (cudaFreeHost does), so a copy still reading it is safe; while
+     * this thread captures on any device, the release is held back until the capture's
+     * graph is destroyed (the graph may read the memory at each replay). */
+    tc_status (*host_alloc)(size_t nbytes, void **ptr);
+    tc_status (*host_release)(void *ptr);
+    /* Copies on the current stream that return without waiting. The host side should be
+     * host_alloc memory: from pageable memory CUDA stages the copy and it is (partly)
+     * synchronous. The caller keeps both sides alive and unchanged until the stream gets
+     * there (an event, stream_synchronize). */
+    tc_status (*copy_h2d_async)(int dev, void *dst, const void *src, size_t nbytes);
+    tc_status (*copy_d2h_async)(int dev, void *dst, const void *src, size_t nbytes);
+    /* CUDA graph capture (cudaStreamBeginCapture, cudaStreamCaptureModeThreadLocal) of the
+     * non-NULL stream, which the caller has made this thread's current stream on dev.
+     * Until capture_end, the work this thread queues on dev is recorded, not run, and:
+     *  - its allocations on dev come from a private pool owned by the capture: blocks freed
+     *    during the capture go back to that pool and are reused within it only (the graph
+     *    replays in the same order); capture_end hands the pool to the graph, so a block
+     *    the graph uses is never given to anyone else while the graph lives (a tensor made
+     *    in the capture may outlive the graph: its block is recycled once both are gone);
+     *    cached memory of a live pool is never handed back to the device (empty_cache);
+     *  - copy_h2d of at most TC_CUDA_CAPTURE_H2D_MAX bytes is staged through page-locked
+     *    memory owned by the capture, so the graph replays the values given at capture
+     *    time (host scalars); a larger copy_h2d fails, as do copy_d2h, copy_d2h_async,
+     *    synchronize, stream/event synchronize and query (host waits cannot be captured);
+     *    set_bytes, copy_d2d, ew, run, copy_h2d_async (from page-locked memory, re-read at
+     *    every replay) and event record/wait are captured.
+     * capture_end ends the capture whatever happens: a graph handle on success; on failure
+     * (CUDA invalidated the capture) the partial graph and its pool are dropped and the
+     * stream is usable again. graph_launch replays on stream (NULL: the legacy default);
+     * graph_destroy waits for the device, then frees the graph, its staging memory and
+     * (once its blocks are all released) its pool. is_capturing: whether this thread has
+     * a capture open on dev. */
+#define TC_CUDA_CAPTURE_H2D_MAX 64
+    tc_status (*capture_begin)(int dev, void *stream);
+    tc_status (*capture_end)(int dev, void *stream, void **graph);
+    tc_status (*graph_launch)(int dev, void *graph, void *stream);
+    tc_status (*graph_destroy)(int dev, void *graph);
+    tc_status (*is_capturing)(int dev, int *yes);
 } tc_cuda_api;
 
 /* The backend's one exported symbol. The table is static: never freed. libtocha never
@@ -153,6 +224,21 @@ int tc_cuda_probe(const char *path, char *why, size_t cap);
 tc_status tc_cuda_need(const char *op, int dev, const tc_cuda_api **api);
 /* s as libtocha's error: TC_OK stays; a failure carries the backend's message. */
 tc_status tc_cuda_backend_status(const tc_cuda_api *api, tc_status s);
+/* ---- streams and capture inside libtocha (core/cuda_stream.c) ---- */
+/* The backend handle of the calling thread's current stream on CUDA ordinal dev (NULL:
+ * the legacy default stream): for code that launches on its own (core/graph/cuda_launch.c,
+ * cuLaunchKernel's stream argument). */
+void *tc_cuda_stream_handle(int dev);
+/* Whether this thread captures a CUDA graph on ordinal dev (cheap: no backend call). */
+int tc_cuda_capturing(int dev);
+/* TC_OK when this thread does not capture on device (a device code, TC_CPU included:
+ * then every device is checked); otherwise fails with TC_ERR_UNSUPPORTED
+ * "<op>: cannot <what> while a CUDA graph is being captured on cuda:N (<why>)" and marks
+ * the capture failed, so that tc_cuda_graph_end refuses the graph even when the caller
+ * ignores this error. */
+tc_status tc_cuda_capture_refuse(const char *op, int device, const char *what, const char *why);
+/* A backend failure while this thread captures: the capture fails (tc_cuda_backend_status). */
+void tc_cuda_capture_note_failure(tc_status s);
 #endif
 
 #ifdef __cplusplus

@@ -71,9 +71,18 @@ static tc_status handle_get(int dev, cudnnHandle_t *h, const ctx *x)
     pthread_mutex_lock(&g_mu);
     *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
     pthread_mutex_unlock(&g_mu);
-    if (*h) return TC_OK;
-    cudnnStatus_t st = cudnnCreate(h);
-    if (st == CUDNN_STATUS_SUCCESS) return TC_OK;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (!*h) st = cudnnCreate(h);
+    /* Pooled handles move between threads: the calling thread's current stream is bound
+     * at every checkout. */
+    if (st == CUDNN_STATUS_SUCCESS) {
+        st = cudnnSetStream(*h, cu_stream());
+        if (st == CUDNN_STATUS_SUCCESS) return TC_OK;
+        cudnnDestroy(*h);
+        *h = NULL;
+        (void)cudaGetLastError();
+        return cu_fail(TC_ERR_DEVICE, "%s: cudnnSetStream: %s", x->what, cudnnGetErrorString(st));
+    }
     *h = NULL;
     (void)cudaGetLastError();
     return cu_fail(TC_ERR_DEVICE, "%s: cudnnCreate: %s", x->what, cudnnGetErrorString(st));
@@ -267,6 +276,9 @@ static bool benchmark(int dev, cudnnHandle_t h, const key *k, const descs *d, co
                       int ncand, int *algo)
 {
     if (cache_get(k, algo)) return true;
+    /* Timing candidates waits for the device, which a graph capture cannot record: a
+     * capture keeps the heuristic's choice (benchmark once outside the capture to cache). */
+    if (cu_capturing(dev)) return false;
     size_t most = 0;
     for (int i = 0; i < ncand; i++) {
         size_t sz = 0;

@@ -183,7 +183,7 @@ static tc_status ew_launch(int dev, int64_t n, void *out, const void *const *in,
     if constexpr (Op::arity >= 1) x = (const S *)in[0], sx = step[0];
     if constexpr (Op::arity >= 2) y = (const S *)in[1], sy = step[1];
     if constexpr (Op::arity >= 3) z = (const S *)in[2], sz = step[2];
-    ew_kernel<Op, DT><<<(unsigned)cu_grid_for(dev, n), BLOCK>>>(n, (out_t<Op, DT> *)out, x, y, z, sx, sy, sz, (C)s0,
+    ew_kernel<Op, DT><<<(unsigned)cu_grid_for(dev, n), BLOCK, 0, cu_stream()>>>(n, (out_t<Op, DT> *)out, x, y, z, sx, sy, sz, (C)s0,
                                                                (C)s1);
     /* Launch errors (bad configuration, no kernel image for this GPU) show up here; faults
      * inside the kernel surface at the next synchronising call. */
@@ -235,10 +235,10 @@ static tc_status ew_call(int dev, const cu_geom *g, void *out, const void *const
     if constexpr (Op::arity >= 3) z = (const S *)in[2];
     unsigned grid = (unsigned)cu_grid_for(dev, n);
     if (cu_geom_fits32(g))
-        ew_strided_kernel<Op, DT, cu_geom32, int32_t><<<grid, BLOCK>>>((int32_t)n, cu_geom32_from(g),
+        ew_strided_kernel<Op, DT, cu_geom32, int32_t><<<grid, BLOCK, 0, cu_stream()>>>((int32_t)n, cu_geom32_from(g),
                                                                        (out_t<Op, DT> *)out, x, y, z, (C)s0, (C)s1);
     else
-        ew_strided_kernel<Op, DT, cu_geom64, int64_t><<<grid, BLOCK>>>(n, cu_geom64_from(g), (out_t<Op, DT> *)out,
+        ew_strided_kernel<Op, DT, cu_geom64, int64_t><<<grid, BLOCK, 0, cu_stream()>>>(n, cu_geom64_from(g), (out_t<Op, DT> *)out,
                                                                        x, y, z, (C)s0, (C)s1);
     return cu_check(cudaGetLastError(), Op::name);
 }
@@ -328,9 +328,9 @@ template <class S> static void zero_launch(int dev, const cu_geom *g, const void
     int64_t n = cu_geom_numel(g);
     unsigned grid = (unsigned)cu_grid_for(dev, n);
     if (cu_geom_fits32(g))
-        zero_kernel<S, cu_geom32, int32_t><<<grid, BLOCK>>>((int32_t)n, cu_geom32_from(g), (const S *)b, found);
+        zero_kernel<S, cu_geom32, int32_t><<<grid, BLOCK, 0, cu_stream()>>>((int32_t)n, cu_geom32_from(g), (const S *)b, found);
     else
-        zero_kernel<S, cu_geom64, int64_t><<<grid, BLOCK>>>(n, cu_geom64_from(g), (const S *)b, found);
+        zero_kernel<S, cu_geom64, int64_t><<<grid, BLOCK, 0, cu_stream()>>>(n, cu_geom64_from(g), (const S *)b, found);
 }
 
 static tc_status check_no_zero_divisor(int dev, const char *name, const tc_cuda_view *b)
@@ -344,10 +344,16 @@ static tc_status check_no_zero_divisor(int dev, const char *name, const tc_cuda_
     }
     cu_geom_coalesce(&g);
     if (cu_geom_numel(&g) == 0) return TC_OK;
+    /* The check reads a flag back on the host: a wait that a graph capture cannot record. */
+    if (cu_capturing(dev))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "%s: cannot check an integer divisor for zero while a CUDA graph is being captured on cuda:%d "
+                       "(the check reads device values on the host); divide floats, or run it outside the capture",
+                       name, dev);
     int *found = nullptr, host = 0;
     tc_status s = cu_scratch_alloc(dev, sizeof(int), (void **)&found);
     if (s) return s;
-    s = cu_check(cudaMemsetAsync(found, 0, sizeof(int)), name);
+    s = cu_check(cudaMemsetAsync(found, 0, sizeof(int), cu_stream()), name);
     if (!s) {
         switch (b->dtype) {
         case TC_U8: zero_launch<uint8_t>(dev, &g, b->data, found); break;
@@ -358,7 +364,8 @@ static tc_status check_no_zero_divisor(int dev, const char *name, const tc_cuda_
         }
         s = cu_check(cudaGetLastError(), name);
     }
-    if (!s) s = cu_check(cudaMemcpy(&host, found, sizeof(int), cudaMemcpyDeviceToHost), name);
+    if (!s) s = cu_check(cudaMemcpyAsync(&host, found, sizeof(int), cudaMemcpyDeviceToHost, cu_stream()), name);
+    if (!s) s = cu_check(cudaStreamSynchronize(cu_stream()), name);
     tc_status f = cu_scratch_free(dev, found);
     if (s) return s;
     if (f) return f;

@@ -303,7 +303,7 @@ tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_
     if (last) {
         tc_status s = win.get(sizeof(long long) * (size_t)dst_numel, cu_op_name(x.c->op));
         if (s) return s;
-        if ((s = cu_check(cudaMemsetAsync(win.p, 0xff, sizeof(long long) * (size_t)dst_numel, 0), "index: memset")))
+        if ((s = cu_check(cudaMemsetAsync(win.p, 0xff, sizeof(long long) * (size_t)dst_numel, cu_stream()), "index: memset")))
             return s;
         a.win = win.as<long long>();
     }
@@ -315,7 +315,7 @@ tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_
                 return cu_unsupported(x.c);
             } else {
                 using S = typename dt<DT>::S;
-                ix_kernel<S, K_ADD><<<grid, BLOCK>>>((S *)w, (const S *)r, idx, L, a, 1);
+                ix_kernel<S, K_ADD><<<grid, BLOCK, 0, cu_stream()>>>((S *)w, (const S *)r, idx, L, a, 1);
                 return launched(x.c);
             }
         });
@@ -323,8 +323,8 @@ tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_
     return with_size(elsize(x.elem_dt), [&](auto tp) -> tc_status {
         using T = std::remove_pointer_t<decltype(tp)>;
         for (int pass = last ? 0 : 1; pass < 2; pass++) {
-            if (kind == K_FILL) ix_kernel<T, K_FILL><<<grid, BLOCK>>>((T *)w, (const T *)r, idx, L, a, pass);
-            else ix_kernel<T, K_COPY><<<grid, BLOCK>>>((T *)w, (const T *)r, idx, L, a, pass);
+            if (kind == K_FILL) ix_kernel<T, K_FILL><<<grid, BLOCK, 0, cu_stream()>>>((T *)w, (const T *)r, idx, L, a, pass);
+            else ix_kernel<T, K_COPY><<<grid, BLOCK, 0, cu_stream()>>>((T *)w, (const T *)r, idx, L, a, pass);
             tc_status s = launched(x.c);
             if (s) return s;
         }
@@ -440,11 +440,11 @@ tc_status index_family(const ixcall &x, int op, int d, const tc_cuda_view &out, 
 tc_status prefix(const ixcall &x, int64_t *flags, int64_t n)
 {
     size_t bytes = 0;
-    tc_status s = cu_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, flags, n), cu_op_name(x.c->op));
+    tc_status s = cu_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, flags, n, cu_stream()), cu_op_name(x.c->op));
     if (s) return s;
     scratch tmp(x.dev);
     if ((s = tmp.get(bytes ? bytes : 1, cu_op_name(x.c->op)))) return s;
-    return cu_check(cub::DeviceScan::ExclusiveSum(tmp.p, bytes, flags, flags, n), cu_op_name(x.c->op));
+    return cu_check(cub::DeviceScan::ExclusiveSum(tmp.p, bytes, flags, flags, n, cu_stream()), cu_op_name(x.c->op));
 }
 
 /* The loop of a masked op: [0] the data operand (dst, or src for masked_select), [1] the
@@ -485,7 +485,7 @@ tc_status masked_family(const ixcall &x, int op, const tc_cuda_view &out, const 
         uint64_t fill = fill_bits(out.dtype, value);
         return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
             using T = std::remove_pointer_t<decltype(tp)>;
-            mfill_kernel<T><<<grid, BLOCK>>>((T *)out.data, mp, L, n, fill);
+            mfill_kernel<T><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, mp, L, n, fill);
             return launched(x.c);
         });
     }
@@ -495,7 +495,7 @@ tc_status masked_family(const ixcall &x, int op, const tc_cuda_view &out, const 
     geo<1> mg{};
     mg.nd = L.nd;
     for (int i = 0; i < L.nd; i++) mg.size[i] = L.size[i], mg.st[0][i] = L.st[1][i];
-    mask_flags<<<grid, BLOCK>>>(mp, mg, n, pos.as<int64_t>());
+    mask_flags<<<grid, BLOCK, 0, cu_stream()>>>(mp, mg, n, pos.as<int64_t>());
     if ((s = launched(x.c)) || (s = prefix(x, pos.as<int64_t>(), n))) return s;
     if (op == TC_OP_MASKED_COPY) {
         const tc_cuda_view &src = in[2];
@@ -505,14 +505,14 @@ tc_status masked_family(const ixcall &x, int op, const tc_cuda_view &out, const 
         geo_coalesce(sg);
         return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
             using T = std::remove_pointer_t<decltype(tp)>;
-            mcopy_kernel<T><<<grid, BLOCK>>>((T *)out.data, mp, L, n, pos.as<int64_t>(), (const T *)src.data, sg);
+            mcopy_kernel<T><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, mp, L, n, pos.as<int64_t>(), (const T *)src.data, sg);
             return launched(x.c);
         });
     }
     int64_t ost = out.ndim ? out.stride[0] : 0;
     return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
         using T = std::remove_pointer_t<decltype(tp)>;
-        mselect_kernel<T><<<grid, BLOCK>>>((T *)out.data, ost, (const T *)in[0].data, mp, L, n, pos.as<int64_t>());
+        mselect_kernel<T><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, ost, (const T *)in[0].data, mp, L, n, pos.as<int64_t>());
         return launched(x.c);
     });
 }
@@ -532,10 +532,10 @@ tc_status nonzero_op(const ixcall &x, const tc_cuda_view &out, const tc_cuda_vie
     unsigned grid = grid_for(x.dev, n);
     return with_dtype(src.dtype, [&](auto tag) -> tc_status {
         using S = typename dt<decltype(tag)::value>::S;
-        nonzero_kernel<S><<<grid, BLOCK>>>((const S *)src.data, g, n, pos.as<int64_t>(), 0, nullptr, 0, 0);
+        nonzero_kernel<S><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<int64_t>(), 0, nullptr, 0, 0);
         tc_status e = launched(x.c);
         if (e || (e = prefix(x, pos.as<int64_t>(), n))) return e;
-        nonzero_kernel<S><<<grid, BLOCK>>>((const S *)src.data, g, n, pos.as<int64_t>(), 1, (int64_t *)out.data,
+        nonzero_kernel<S><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<int64_t>(), 1, (int64_t *)out.data,
                                            out.stride[0], out.stride[1]);
         return launched(x.c);
     });
@@ -552,7 +552,7 @@ tc_status copy_view(const ixcall &x, const tc_cuda_view &out, const tc_cuda_view
     geo_coalesce(L);
     return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
         using T = std::remove_pointer_t<decltype(tp)>;
-        copy_kernel<T><<<grid_for(x.dev, n), BLOCK>>>((T *)out.data, (const T *)in.data, L, n);
+        copy_kernel<T><<<grid_for(x.dev, n), BLOCK, 0, cu_stream()>>>((T *)out.data, (const T *)in.data, L, n);
         return launched(x.c);
     });
 }

@@ -226,8 +226,8 @@ static inline tc_status launched(const tc_cuda_call *c)
 }
 
 /* Device scratch from the caching allocator, released when it goes out of scope. Release
- * is stream-ordered (everything runs on the default stream), so kernels queued on the
- * block finish before the block is handed out again. */
+ * is stream-ordered (the block is reused only on the stream it was taken on, where its
+ * kernels were queued), so they finish before the block is handed out again. */
 struct scratch {
     int dev;
     void *p = nullptr;

@@ -101,10 +101,10 @@ tc_status cu_op_pool(int, const tc_cuda_call *c)
     int64_t n = out->numel, blocks = (n + 255) / 256;
     unsigned grid = (unsigned)(blocks > 65536 ? 65536 : blocks);
     switch (dt) {
-    case TC_F32: pool_kernel<float, float><<<grid, 256>>>(c->op, g, in, o, ind, planes); break;
-    case TC_F64: pool_kernel<double, double><<<grid, 256>>>(c->op, g, in, o, ind, planes); break;
-    case TC_F16: pool_kernel<__half, float><<<grid, 256>>>(c->op, g, in, o, ind, planes); break;
-    default: pool_kernel<__nv_bfloat16, float><<<grid, 256>>>(c->op, g, in, o, ind, planes); break;
+    case TC_F32: pool_kernel<float, float><<<grid, 256, 0, cu_stream()>>>(c->op, g, in, o, ind, planes); break;
+    case TC_F64: pool_kernel<double, double><<<grid, 256, 0, cu_stream()>>>(c->op, g, in, o, ind, planes); break;
+    case TC_F16: pool_kernel<__half, float><<<grid, 256, 0, cu_stream()>>>(c->op, g, in, o, ind, planes); break;
+    default: pool_kernel<__nv_bfloat16, float><<<grid, 256, 0, cu_stream()>>>(c->op, g, in, o, ind, planes); break;
     }
     return cu_check(cudaGetLastError(), cu_op_name(c->op));
 }

@@ -83,10 +83,10 @@ static void rand_launch(int dev, const cu_geom *g, const cu_geom *pg, void *out,
     int64_t n = cu_geom_numel(g), npairs = (n + 1) / 2;
     unsigned grid = (unsigned)cu_grid_for(dev, npairs);
     if (cu_geom_fits32(g) && cu_geom_fits32(pg))
-        rand_kernel<DT, cu_geom32, int32_t><<<grid, CU_BLOCK>>>((int32_t)npairs, (int32_t)n, cu_geom32_from(g),
+        rand_kernel<DT, cu_geom32, int32_t><<<grid, CU_BLOCK, 0, cu_stream()>>>((int32_t)npairs, (int32_t)n, cu_geom32_from(g),
                                                                 (char *)out, *r, cu_geom32_from(pg), (const char *)prob, pdt);
     else
-        rand_kernel<DT, cu_geom64, int64_t><<<grid, CU_BLOCK>>>(npairs, n, cu_geom64_from(g), (char *)out, *r,
+        rand_kernel<DT, cu_geom64, int64_t><<<grid, CU_BLOCK, 0, cu_stream()>>>(npairs, n, cu_geom64_from(g), (char *)out, *r,
                                                                 cu_geom64_from(pg), (const char *)prob, pdt);
 }
 

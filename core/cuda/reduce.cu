@@ -317,12 +317,12 @@ template <int DT, int F> tc_status launch_pass(int dev, const tc_cuda_call *c, c
     using S = typename dt<DT>::S;
     const S *x = (const S *)c->in[0].data;
     int64_t groups = a.nout * a.splits;
-    reduce_kernel<DT, F><<<grid_for(dev, groups * a.G), BLOCK>>>(x, p.kg, p.rg, a);
+    reduce_kernel<DT, F><<<grid_for(dev, groups * a.G), BLOCK, 0, cu_stream()>>>(x, p.kg, p.rg, a);
     tc_status s = launched(c);
     if (s || a.splits == 1) return s;
     rargs b = a;
     b.G = p.CG;
-    combine_kernel<DT, F><<<grid_for(dev, a.nout * p.CG), BLOCK>>>(p.kg, b, mean ? 1 : 0);
+    combine_kernel<DT, F><<<grid_for(dev, a.nout * p.CG), BLOCK, 0, cu_stream()>>>(p.kg, b, mean ? 1 : 0);
     return launched(c);
 }
 

@@ -1,5 +1,6 @@
 /* runtime.cu -- libtocha_cuda.so's entry point and the runtime half of its table:
- * devices, memory, copies, synchronisation, and the thread-local error message.
+ * devices, memory, copies, synchronisation, and the thread-local error message (streams,
+ * events, page-locked memory and graph capture are stream.cu's).
  *
  * The CUDA runtime is linked statically (Makefile: -cudart static), so this library needs
  * no libcudart.so at load time; the runtime itself dlopens the driver (libcuda.so.1) on
@@ -41,15 +42,6 @@ tc_status cu_check(cudaError_t e, const char *what)
                      : e == cudaErrorInvalidValue   ? TC_ERR_ARG
                                                     : TC_ERR_DEVICE;
     return cu_fail(code, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
-tc_status cu_use_device(int dev)
-{
-    char what[64];
-    cudaError_t e = cudaSetDevice(dev);
-    if (e == cudaSuccess) return TC_OK;
-    snprintf(what, sizeof what, "cuda: select device %d", dev);
-    return cu_check(e, what);
 }
 
 /* ---- devices ------------------------------------------------------------------------- */
@@ -125,6 +117,12 @@ static tc_status raw_alloc(void *ctx, int dev, size_t nbytes, void **ptr, char *
 static tc_status raw_free(void *ctx, int dev, void *ptr, char *msg, size_t cap)
 {
     (void)ctx;
+    /* cudaFree waits for the device: not while this thread captures (the allocator then
+     * keeps the segment cached, as for any segment the device refuses to free). */
+    if (cu_capturing_any()) {
+        snprintf(msg, cap, "cudaFree: not while this thread captures a CUDA graph");
+        return TC_ERR_UNSUPPORTED;
+    }
     tc_status s = cu_use_device(dev);
     if (!s) s = cu_check(cudaFree(ptr), "cudaFree");
     if (s) snprintf(msg, cap, "%s", g_err);
@@ -168,7 +166,7 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
     tc_status s = cu_use_device(dev);
     if (!s) s = allocator();
     if (s) return s;
-    s = ca_alloc(&g_alloc, dev, 0, nbytes, ptr);
+    s = ca_alloc(&g_alloc, dev, cu_alloc_key(dev), nbytes, ptr);
     return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
 }
 
@@ -182,10 +180,24 @@ static tc_status mem_release(int dev, void *ptr)
 }
 
 /* Scratch device memory for kernels (cuda_internal.h): the same caching allocator, so a
- * temporary freed right after its kernels is reused by the next call (stream-ordered: all
- * work runs on the default stream). */
+ * temporary freed right after its kernels is reused by the next call on the same stream
+ * (stream-ordered: the block is filed under the stream its kernels were queued on). */
 tc_status cu_scratch_alloc(int dev, size_t nbytes, void **ptr) { return mem_alloc(dev, nbytes, ptr); }
 tc_status cu_scratch_free(int dev, void *ptr) { return mem_release(dev, ptr); }
+
+tc_status cu_pool_open(int dev, uintptr_t *key)
+{
+    tc_status s = allocator();
+    if (!s) s = ca_pool_open(&g_alloc, dev, key);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
+
+tc_status cu_pool_close(int dev, uintptr_t key)
+{
+    tc_status s = allocator();
+    if (!s) s = ca_pool_close(&g_alloc, dev, key);
+    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+}
 
 static tc_status memory_stats(int dev, tc_cuda_memstats *out)
 {
@@ -200,6 +212,9 @@ static tc_status memory_stats(int dev, tc_cuda_memstats *out)
 static tc_status empty_cache(int dev)
 {
     tc_status s = check_ordinal(dev, "cuda empty_cache");
+    if (!s && cu_capturing_any())
+        s = cu_fail(TC_ERR_UNSUPPORTED, "cuda empty_cache: cannot free device memory while this thread captures a "
+                                        "CUDA graph (cudaFree waits for the device)");
     if (!s) s = allocator();
     if (s) return s;
     s = ca_empty_cache(&g_alloc, dev);
@@ -233,16 +248,29 @@ static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
     if (!ptr) return cu_fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
     tc_status s = cu_use_device(dev);
     if (s) return s;
-    return cu_check(cudaMemset(ptr, value, nbytes), "cuda: memset");
+    return cu_check(cudaMemsetAsync(ptr, value, nbytes, cu_stream()), "cuda: memset");
 }
 
+/* Copies go on the current stream. Those that cross to or from the host are synchronous
+ * (the caller may reuse or free the host side on return): they wait for that stream, not
+ * for the whole device. While capturing, a copy to the host fails (nothing to read yet),
+ * and a copy from the host is staged (small host scalars, replayed with their values). */
 static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, cudaMemcpyKind kind, const char *what)
 {
     if (nbytes == 0) return TC_OK;
     if (!dst || !src) return cu_fail(TC_ERR_ARG, "%s: NULL pointer", what);
     tc_status s = cu_use_device(dev);
     if (s) return s;
-    return cu_check(cudaMemcpy(dst, src, nbytes, kind), what);
+    if (cu_capturing(dev)) {
+        if (kind == cudaMemcpyHostToDevice) return cu_capture_stage_h2d(dev, dst, src, nbytes);
+        if (kind == cudaMemcpyDeviceToHost)
+            return cu_fail(TC_ERR_UNSUPPORTED,
+                           "%s: cannot read device values on the host while a CUDA graph is being captured on cuda:%d",
+                           what, dev);
+    }
+    s = cu_check(cudaMemcpyAsync(dst, src, nbytes, kind, cu_stream()), what);
+    if (!s && kind != cudaMemcpyDeviceToDevice) s = cu_check(cudaStreamSynchronize(cu_stream()), what);
+    return s;
 }
 
 static tc_status copy_h2d(int dev, void *dst, const void *src, size_t nbytes)
@@ -264,6 +292,9 @@ static tc_status synchronize(int dev)
 {
     tc_status s = cu_use_device(dev);
     if (s) return s;
+    if (cu_capturing(dev))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "cuda: synchronize: cannot wait for cuda:%d while a CUDA graph is being captured on it", dev);
     return cu_check(cudaDeviceSynchronize(), "cuda: synchronize");
 }
 
@@ -291,6 +322,27 @@ static const tc_cuda_api g_api = {
     current_device,
     cu_run,
     cu_set_flag,
+    cu_stream_create,
+    cu_stream_destroy,
+    cu_stream_synchronize,
+    cu_stream_query,
+    cu_set_stream,
+    cu_event_create,
+    cu_event_destroy,
+    cu_event_record,
+    cu_event_wait,
+    cu_event_synchronize,
+    cu_event_query,
+    cu_event_elapsed,
+    cu_host_alloc,
+    cu_host_release,
+    cu_copy_h2d_async,
+    cu_copy_d2h_async,
+    cu_capture_begin,
+    cu_capture_end,
+    cu_graph_launch,
+    cu_graph_destroy,
+    cu_is_capturing,
 };
 
 extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

@@ -171,7 +171,7 @@ template <int DT, bool PROD> tc_status run_scan(int dev, const tc_cuda_call *c, 
     const S *x = (const S *)c->in[0].data;
     S *y = (S *)c->out[0].data;
     if (per_line) {
-        scan_line_kernel<DT, PROD><<<grid_for(dev, a.nlines), BLOCK>>>(x, y, lg, a);
+        scan_line_kernel<DT, PROD><<<grid_for(dev, a.nlines), BLOCK, 0, cu_stream()>>>(x, y, lg, a);
         return launched(c);
     }
     int64_t units = a.nlines * a.nch;
@@ -180,12 +180,12 @@ template <int DT, bool PROD> tc_status run_scan(int dev, const tc_cuda_call *c, 
     if (a.nch > 1) {
         tc_status s = tot.get(sizeof(A) * (size_t)units, cu_op_name(c->op));
         if (s) return s;
-        chunk_total_kernel<DT, PROD><<<grid, BLOCK>>>(x, lg, a, tot.as<A>());
+        chunk_total_kernel<DT, PROD><<<grid, BLOCK, 0, cu_stream()>>>(x, lg, a, tot.as<A>());
         if ((s = launched(c))) return s;
-        chunk_prefix_kernel<DT, PROD><<<grid_for(dev, a.nlines), BLOCK>>>(a, tot.as<A>());
+        chunk_prefix_kernel<DT, PROD><<<grid_for(dev, a.nlines), BLOCK, 0, cu_stream()>>>(a, tot.as<A>());
         if ((s = launched(c))) return s;
     }
-    scan_block_kernel<DT, PROD><<<grid, BLOCK>>>(x, y, lg, a, a.nch > 1 ? tot.as<A>() : nullptr);
+    scan_block_kernel<DT, PROD><<<grid, BLOCK, 0, cu_stream()>>>(x, y, lg, a, a.nch > 1 ? tot.as<A>() : nullptr);
     return launched(c);
 }
 

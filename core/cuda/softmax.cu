@@ -125,7 +125,7 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
             return cu_unsupported(c);
         } else {
             using S = typename dt<DT>::S;
-            softmax_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK>>>((const S *)x.data, (S *)y.data, lg, a);
+            softmax_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK, 0, cu_stream()>>>((const S *)x.data, (S *)y.data, lg, a);
             return launched(c);
         }
     });

@@ -231,25 +231,25 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
         (s = offs.get(sizeof(int64_t) * (size_t)(a.rows + 1), name)))
         return s;
     const bool desc = (c->op == TC_OP_SORT || c->op == TC_OP_TOPK) && a.desc;
-    load_keys<DT><<<grid_for(dev, total), BLOCK>>>(x, rg, a, desc, kin.as<C>(), iin.as<int64_t>());
+    load_keys<DT><<<grid_for(dev, total), BLOCK, 0, cu_stream()>>>(x, rg, a, desc, kin.as<C>(), iin.as<int64_t>());
     if ((s = launched(c))) return s;
-    seg_offsets<<<grid_for(dev, a.rows + 1), BLOCK>>>(offs.as<int64_t>(), a.rows, a.n);
+    seg_offsets<<<grid_for(dev, a.rows + 1), BLOCK, 0, cu_stream()>>>(offs.as<int64_t>(), a.rows, a.n);
     if ((s = launched(c))) return s;
     const int64_t *ob = offs.as<int64_t>(), *oe = ob + 1;
     size_t bytes = 0;
     for (int pass = 0; pass < 2; pass++) {
         void *t = pass ? tmp.p : nullptr;
         cudaError_t e = cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin.as<C>(), kout.as<C>(), iin.as<int64_t>(),
-                                                                  iout.as<int64_t>(), total, a.rows, ob, oe);
+                                                                  iout.as<int64_t>(), total, a.rows, ob, oe, cu_stream());
         if ((s = cu_check(e, name))) return s;
         if (pass == 0 && (s = tmp.get(bytes ? bytes : 1, name))) return s;
     }
     if (c->op == TC_OP_MEDIAN || c->op == TC_OP_MODE) {
-        write_one<S, C><<<grid_for(dev, a.rows), BLOCK>>>(x, vals, idx, rg, a, kout.as<C>(), iout.as<int64_t>());
+        write_one<S, C><<<grid_for(dev, a.rows), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, a, kout.as<C>(), iout.as<int64_t>());
     } else {
         int64_t count = out_count(a), first = c->op == TC_OP_KTHVALUE ? a.k - 1 : 0;
         if (count == 0) return TC_OK;
-        write_many<S><<<grid_for(dev, a.rows * count), BLOCK>>>(x, vals, idx, rg, a, iout.as<int64_t>(), first, count);
+        write_many<S><<<grid_for(dev, a.rows * count), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, a, iout.as<int64_t>(), first, count);
     }
     return launched(c);
 }
@@ -318,7 +318,7 @@ tc_status cu_op_sort(int dev, const tc_cuda_call *c)
             int threads = (int)(b.P / 2 < 32 ? 32 : b.P / 2 > BLOCK ? BLOCK : b.P / 2);
             size_t smem = (size_t)b.P * (sizeof(C) + sizeof(int32_t));
             unsigned grid = (unsigned)(a.rows < (int64_t)sm_count(dev) * 32 ? a.rows : (int64_t)sm_count(dev) * 32);
-            sort_block_kernel<DT><<<grid, threads, smem>>>((const S *)x.data, (S *)v.data, (int64_t *)ix.data, rg, b);
+            sort_block_kernel<DT><<<grid, threads, smem, cu_stream()>>>((const S *)x.data, (S *)v.data, (int64_t *)ix.data, rg, b);
             return launched(c);
         }
     });

@@ -91,10 +91,10 @@ tc_status cu_strided_copy(const tc_cuda_view *dst, const tc_cuda_view *src, cons
     int64_t n = dst->numel;
     unsigned blocks = cu_blocks_for(n, 256);
     switch (cu_elsize(dst->dtype)) {
-    case 1: copy_kernel<<<blocks, 256>>>((uint8_t *)dst->data, (const uint8_t *)src->data, w, n); break;
-    case 2: copy_kernel<<<blocks, 256>>>((uint16_t *)dst->data, (const uint16_t *)src->data, w, n); break;
-    case 4: copy_kernel<<<blocks, 256>>>((uint32_t *)dst->data, (const uint32_t *)src->data, w, n); break;
-    case 8: copy_kernel<<<blocks, 256>>>((uint64_t *)dst->data, (const uint64_t *)src->data, w, n); break;
+    case 1: copy_kernel<<<blocks, 256, 0, cu_stream()>>>((uint8_t *)dst->data, (const uint8_t *)src->data, w, n); break;
+    case 2: copy_kernel<<<blocks, 256, 0, cu_stream()>>>((uint16_t *)dst->data, (const uint16_t *)src->data, w, n); break;
+    case 4: copy_kernel<<<blocks, 256, 0, cu_stream()>>>((uint32_t *)dst->data, (const uint32_t *)src->data, w, n); break;
+    case 8: copy_kernel<<<blocks, 256, 0, cu_stream()>>>((uint64_t *)dst->data, (const uint64_t *)src->data, w, n); break;
     default: return cu_fail(TC_ERR_INTERNAL, "%s: copy of dtype %d", what, dst->dtype);
     }
     return cu_check(cudaGetLastError(), what);
@@ -133,10 +133,10 @@ tc_status cu_strided_scale(const tc_cuda_view *v, double f, const char *what)
     int64_t n = v->numel;
     unsigned blocks = cu_blocks_for(n, 256);
     switch (v->dtype) {
-    case TC_F32: scale_kernel<<<blocks, 256>>>((float *)v->data, w, n, (float)f); break;
-    case TC_F64: scale_kernel<<<blocks, 256>>>((double *)v->data, w, n, f); break;
-    case TC_F16: scale_kernel<<<blocks, 256>>>((__half *)v->data, w, n, (float)f); break;
-    case TC_BF16: scale_kernel<<<blocks, 256>>>((__nv_bfloat16 *)v->data, w, n, (float)f); break;
+    case TC_F32: scale_kernel<<<blocks, 256, 0, cu_stream()>>>((float *)v->data, w, n, (float)f); break;
+    case TC_F64: scale_kernel<<<blocks, 256, 0, cu_stream()>>>((double *)v->data, w, n, f); break;
+    case TC_F16: scale_kernel<<<blocks, 256, 0, cu_stream()>>>((__half *)v->data, w, n, (float)f); break;
+    case TC_BF16: scale_kernel<<<blocks, 256, 0, cu_stream()>>>((__nv_bfloat16 *)v->data, w, n, (float)f); break;
     default: return cu_fail(TC_ERR_INTERNAL, "%s: scaling a %s view", what, cu_dtype_name(v->dtype));
     }
     return cu_check(cudaGetLastError(), what);

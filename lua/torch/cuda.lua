@@ -268,4 +268,7 @@ backends.cuda = setmetatable({matmul = flag_table('torch.backends.cuda.matmul', 
 backends.cudnn = flag_table('torch.backends.cudnn', {benchmark = C.TC_CUDA_FLAG_CUDNN_BENCHMARK,
                                                      allow_tf32 = C.TC_CUDA_FLAG_TF32})
 
+-- Streams, events, pinned memory and CUDA graphs (torch.cuda.Stream, Event, CUDAGraph, ...).
+torch._load_part('cuda_stream')
+
 return cuda

@@ -7,8 +7,17 @@
  * backend, so its statistics, empty_cache and out-of-memory retry behave as on a GPU), the
  * argument checks and error messages of each call, device ordinals and selection. What is
  * not: "device memory" is host malloc (copies are memcpy, so a device pointer read on the
- * host works here and would crash on a GPU), there are no streams or asynchrony, and ew()
- * runs float32/float64 only, one plain loop per op from the ops.def float formulas.
+ * host works here and would crash on a GPU), and ew() runs float32/float64 only, one plain
+ * loop per op from the ops.def float formulas.
+ *
+ * Streams and events are checked handles without asynchrony: work runs when queued (so a
+ * query always says done), but each thread's current stream per device is kept and the
+ * allocator files blocks under it, as the CUDA backend does. Events record a time. Pinned
+ * memory is malloc with a registry (a foreign or second release is caught). Graph capture
+ * is real: while a thread captures, the ew/run calls, memsets and copies it queues on the
+ * captured stream are recorded (deep copies) instead of run, host waits are refused as in
+ * the CUDA backend, allocations come from the capture's private pool, and graph_launch
+ * replays the records in order.
  *
  * Environment (read when the library is first loaded):
  *   TOCHA_CUDA_MOCK_DEVICES   number of devices, 0..32 (default 1; 0 = "driver sees none")
@@ -59,6 +68,74 @@ static ca_allocator g_alloc;
 static int g_alloc_ok;
 static _Thread_local int g_current;
 
+/* ---- streams, events, capture records (version 4) ------------------------------------- */
+
+#define STREAM_MAGIC 0x5354524dU
+#define EVENT_MAGIC 0x4556544dU
+#define GRAPH_MAGIC 0x4752504dU
+
+typedef struct mock_stream {
+    uint32_t magic;
+    int dev;
+} mock_stream;
+
+typedef struct mock_event {
+    uint32_t magic;
+    int dev, timing, recorded;
+    double ms; /* wall clock at the last record */
+} mock_event;
+
+/* One recorded call. COPY re-reads src at replay; VALUE replays the bytes given at capture. */
+enum { REC_EW, REC_SET, REC_COPY, REC_VALUE };
+typedef struct mock_rec {
+    int kind, op, dtype, value;
+    int64_t n;
+    void *dst;
+    const void *src, *in[3];
+    int64_t step[3];
+    double s0, s1;
+    unsigned char bytes[TC_CUDA_CAPTURE_H2D_MAX];
+} mock_rec;
+
+typedef struct mock_graph {
+    uint32_t magic;
+    int dev;
+    void *stream; /* the captured stream, while capturing */
+    uintptr_t pool;
+    mock_rec *rec;
+    size_t nrec, caprec;
+    void **held; /* pinned blocks released during the capture, freed with the graph */
+    size_t nheld, capheld;
+} mock_graph;
+
+static _Thread_local void *t_stream[CA_MAX_DEVICES];
+static _Thread_local mock_graph *t_cap[CA_MAX_DEVICES];
+static _Thread_local int t_ncap;
+
+/* Whether work queued now on dev is recorded rather than run. */
+static bool recording(int dev) { return t_cap[dev] && t_stream[dev] == t_cap[dev]->stream; }
+
+static tc_status no_wait(int dev, const char *what)
+{
+    if (!t_cap[dev]) return TC_OK;
+    return fail(TC_ERR_UNSUPPORTED, "%s: cannot wait for the device while a CUDA graph is being captured on cuda:%d",
+                what, dev);
+}
+
+static tc_status record(int dev, const mock_rec *r)
+{
+    mock_graph *g = t_cap[dev];
+    if (g->nrec == g->caprec) {
+        size_t cap = g->caprec ? g->caprec * 2 : 16;
+        mock_rec *v = (mock_rec *)realloc(g->rec, cap * sizeof *v);
+        if (!v) return fail(TC_ERR_MEMORY, "mock capture: no host memory for a record");
+        g->rec = v;
+        g->caprec = cap;
+    }
+    g->rec[g->nrec++] = *r;
+    return TC_OK;
+}
+
 /* Each raw allocation carries its size in a 64-byte header, so release knows what to give
  * back to the capacity (and the block handed out stays 64-byte aligned). */
 #define HEADER 64
@@ -90,8 +167,10 @@ static tc_status raw_alloc(void *ctx, int dev, size_t nbytes, void **ptr, char *
 static tc_status raw_free(void *ctx, int dev, void *ptr, char *msg, size_t cap)
 {
     (void)ctx;
-    (void)msg;
-    (void)cap;
+    if (t_ncap > 0) { /* cudaFree waits for the device, as in the CUDA backend */
+        snprintf(msg, cap, "mock cudaFree: not while this thread captures a CUDA graph");
+        return TC_ERR_UNSUPPORTED;
+    }
     char *p = (char *)ptr - HEADER;
     size_t nbytes;
     memcpy(&nbytes, p, sizeof nbytes);
@@ -187,7 +266,8 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
     *ptr = NULL;
     if (nbytes == 0) return TC_OK;
     tc_status s = use(dev, "cuda: alloc");
-    return s ? s : ca(ca_alloc(&g_alloc, dev, 0, nbytes, ptr));
+    uintptr_t key = t_cap[dev] ? t_cap[dev]->pool : (uintptr_t)t_stream[dev];
+    return s ? s : ca(ca_alloc(&g_alloc, dev, key, nbytes, ptr));
 }
 
 static tc_status mem_release(int dev, void *ptr)
@@ -202,35 +282,56 @@ static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
     if (nbytes == 0) return TC_OK;
     if (!ptr) return fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
     tc_status s = use(dev, "cuda: memset");
+    if (!s && recording(dev)) return record(dev, &(mock_rec){.kind = REC_SET, .dst = ptr, .value = value, .n = (int64_t)nbytes});
     if (!s) memset(ptr, value, nbytes);
     return s;
 }
 
-static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, const char *what)
+/* kind: 'h' from the host (synchronous), 'a' from the host (async), 'd' to the host
+ * (sync or async), 'D' device to device. */
+static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, int kind, const char *what)
 {
     if (nbytes == 0) return TC_OK;
     if (!dst || !src) return fail(TC_ERR_ARG, "%s: NULL pointer", what);
     tc_status s = use(dev, what);
-    if (!s) memmove(dst, src, nbytes);
-    return s;
+    if (s) return s;
+    if (t_cap[dev] && kind == 'd')
+        return fail(TC_ERR_UNSUPPORTED, "%s: cannot read device values on the host while a CUDA graph is being "
+                                        "captured on cuda:%d", what, dev);
+    if (recording(dev)) {
+        mock_rec r = {.kind = kind == 'h' ? REC_VALUE : REC_COPY, .dst = dst, .src = src, .n = (int64_t)nbytes};
+        if (kind == 'h') { /* staged, as the CUDA backend stages host scalars in pinned memory */
+            if (nbytes > TC_CUDA_CAPTURE_H2D_MAX)
+                return fail(TC_ERR_UNSUPPORTED, "%s: %zu bytes cannot be captured in a CUDA graph on cuda:%d (at most %d "
+                            "bytes of host scalars are)", what, nbytes, dev, TC_CUDA_CAPTURE_H2D_MAX);
+            memcpy(r.bytes, src, nbytes);
+        }
+        return record(dev, &r);
+    }
+    memmove(dst, src, nbytes);
+    return TC_OK;
 }
 
 static tc_status copy_h2d(int dev, void *dst, const void *src, size_t nbytes)
 {
-    return copy(dev, dst, src, nbytes, "cuda: copy host to device");
+    return copy(dev, dst, src, nbytes, 'h', "cuda: copy host to device");
 }
 
 static tc_status copy_d2h(int dev, void *dst, const void *src, size_t nbytes)
 {
-    return copy(dev, dst, src, nbytes, "cuda: copy device to host");
+    return copy(dev, dst, src, nbytes, 'd', "cuda: copy device to host");
 }
 
 static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)
 {
-    return copy(dev, dst, src, nbytes, "cuda: copy device to device");
+    return copy(dev, dst, src, nbytes, 'D', "cuda: copy device to device");
 }
 
-static tc_status synchronize(int dev) { return use(dev, "cuda: synchronize"); }
+static tc_status synchronize(int dev)
+{
+    tc_status s = use(dev, "cuda: synchronize");
+    return s ? s : no_wait(dev, "cuda: synchronize");
+}
 
 /* ---- elementwise: float32 and float64 loops from the ops.def float formulas ---------- */
 
@@ -312,6 +413,9 @@ static tc_status ew(int dev, int op, int dtype, int64_t n, void *out, const void
     }
     tc_status s = use(dev, "cuda: ew");
     if (s) return s;
+    if (recording(dev))
+        return record(dev, &(mock_rec){.kind = REC_EW, .op = op, .dtype = dtype, .n = n, .dst = out, .in = {ins[0], ins[1], ins[2]},
+                                       .step = {st[0], st[1], st[2]}, .s0 = s0, .s1 = s1});
     (dtype == TC_F32 ? e->f32 : e->f64)(n, out, ins, st, s0, s1);
     return TC_OK;
 }
@@ -328,6 +432,8 @@ static tc_status memory_stats(int dev, tc_cuda_memstats *out)
 static tc_status empty_cache(int dev)
 {
     tc_status s = use(dev, "cuda empty_cache");
+    if (!s && t_ncap > 0)
+        s = fail(TC_ERR_UNSUPPORTED, "cuda empty_cache: cannot free device memory while this thread captures a CUDA graph");
     return s ? s : ca(ca_empty_cache(&g_alloc, dev));
 }
 
@@ -394,6 +500,341 @@ static tc_status set_flag(int flag, int64_t value)
     return TC_OK;
 }
 
+/* ---- version 4: streams, events, pinned memory, capture ----------------------------------- */
+
+#include <time.h>
+
+static mock_stream *as_stream(void *s) { return s && ((mock_stream *)s)->magic == STREAM_MAGIC ? (mock_stream *)s : NULL; }
+static mock_event *as_event(void *e) { return e && ((mock_event *)e)->magic == EVENT_MAGIC ? (mock_event *)e : NULL; }
+
+/* A stream argument: NULL (the legacy default stream) or a live stream of dev. */
+static tc_status stream_arg(int dev, void *s, const char *what)
+{
+    tc_status st = use(dev, what);
+    if (st || !s) return st;
+    mock_stream *m = as_stream(s);
+    if (!m) return fail(TC_ERR_ARG, "%s: %p is not a live stream", what, s);
+    if (m->dev != dev) return fail(TC_ERR_ARG, "%s: the stream belongs to device %d, not %d", what, m->dev, dev);
+    return TC_OK;
+}
+
+static tc_status stream_create(int dev, void **stream)
+{
+    if (!stream) return fail(TC_ERR_ARG, "cuda stream_create: NULL result");
+    *stream = NULL;
+    tc_status s = use(dev, "cuda stream_create");
+    if (s) return s;
+    mock_stream *m = (mock_stream *)malloc(sizeof *m);
+    if (!m) return fail(TC_ERR_MEMORY, "cuda stream_create: no host memory");
+    *m = (mock_stream){STREAM_MAGIC, dev};
+    *stream = m;
+    return TC_OK;
+}
+
+static tc_status stream_destroy(int dev, void *stream)
+{
+    if (!stream) return fail(TC_ERR_ARG, "cuda stream_destroy: the default stream cannot be destroyed");
+    tc_status s = stream_arg(dev, stream, "cuda stream_destroy");
+    if (!s && t_cap[dev] && t_cap[dev]->stream == stream)
+        s = fail(TC_ERR_ARG, "cuda stream_destroy: the stream is capturing a CUDA graph on cuda:%d", dev);
+    if (!s) s = no_wait(dev, "cuda stream_destroy");
+    if (s) return s;
+    if (t_stream[dev] == stream) t_stream[dev] = NULL;
+    ((mock_stream *)stream)->magic = 0; /* a second destroy is caught (until the memory is reused) */
+    free(stream);
+    return TC_OK;
+}
+
+static tc_status stream_synchronize(int dev, void *stream)
+{
+    tc_status s = stream_arg(dev, stream, "cuda stream_synchronize");
+    return s ? s : no_wait(dev, "cuda stream_synchronize");
+}
+
+static tc_status stream_query(int dev, void *stream, int *done)
+{
+    if (!done) return fail(TC_ERR_ARG, "cuda stream_query: NULL result");
+    *done = 0;
+    tc_status s = stream_arg(dev, stream, "cuda stream_query");
+    if (!s) s = no_wait(dev, "cuda stream_query");
+    if (!s) *done = 1; /* work runs when queued */
+    return s;
+}
+
+static tc_status set_stream(int dev, void *stream)
+{
+    tc_status s = stream_arg(dev, stream, "cuda set_stream");
+    if (!s) t_stream[dev] = stream;
+    return s;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static tc_status event_create(int dev, int timing, void **event)
+{
+    if (!event) return fail(TC_ERR_ARG, "cuda event_create: NULL result");
+    *event = NULL;
+    tc_status s = use(dev, "cuda event_create");
+    if (s) return s;
+    mock_event *e = (mock_event *)calloc(1, sizeof *e);
+    if (!e) return fail(TC_ERR_MEMORY, "cuda event_create: no host memory");
+    *e = (mock_event){.magic = EVENT_MAGIC, .dev = dev, .timing = timing != 0};
+    *event = e;
+    return TC_OK;
+}
+
+/* An event argument: a live event of dev. */
+static tc_status event_arg(int dev, void *event, const char *what)
+{
+    tc_status s = use(dev, what);
+    if (s) return s;
+    mock_event *e = as_event(event);
+    if (!e) return fail(TC_ERR_ARG, "%s: %p is not a live event", what, event);
+    if (e->dev != dev) return fail(TC_ERR_ARG, "%s: the event belongs to device %d, not %d", what, e->dev, dev);
+    return TC_OK;
+}
+
+static tc_status event_destroy(int dev, void *event)
+{
+    if (!event) return TC_OK;
+    tc_status s = event_arg(dev, event, "cuda event_destroy");
+    if (s) return s;
+    ((mock_event *)event)->magic = 0;
+    free(event);
+    return TC_OK;
+}
+
+/* Work runs when queued, so a record is complete at once (also inside a capture, where the
+ * mock does not record events: they order nothing here). */
+static tc_status event_record(int dev, void *event, void *stream)
+{
+    tc_status s = event_arg(dev, event, "cuda event_record");
+    if (!s) s = stream_arg(dev, stream, "cuda event_record");
+    if (s) return s;
+    mock_event *e = (mock_event *)event;
+    e->recorded = 1;
+    e->ms = now_ms();
+    return TC_OK;
+}
+
+static tc_status event_wait(int dev, void *stream, void *event)
+{
+    tc_status s = event_arg(dev, event, "cuda event_wait");
+    return s ? s : stream_arg(dev, stream, "cuda event_wait");
+}
+
+static tc_status event_synchronize(int dev, void *event)
+{
+    tc_status s = event_arg(dev, event, "cuda event_synchronize");
+    return s ? s : no_wait(dev, "cuda event_synchronize");
+}
+
+static tc_status event_query(int dev, void *event, int *done)
+{
+    if (!done) return fail(TC_ERR_ARG, "cuda event_query: NULL result");
+    *done = 0;
+    tc_status s = event_arg(dev, event, "cuda event_query");
+    if (!s) s = no_wait(dev, "cuda event_query");
+    if (!s) *done = 1;
+    return s;
+}
+
+static tc_status event_elapsed(int dev, void *start, void *end, float *ms)
+{
+    if (!ms) return fail(TC_ERR_ARG, "cuda event_elapsed: NULL result");
+    *ms = 0;
+    tc_status s = event_arg(dev, start, "cuda event_elapsed");
+    if (!s) s = event_arg(dev, end, "cuda event_elapsed");
+    if (s) return s;
+    mock_event *a = (mock_event *)start, *b = (mock_event *)end;
+    if (!a->timing || !b->timing) return fail(TC_ERR_ARG, "cuda event_elapsed: an event was created without timing");
+    if (!a->recorded || !b->recorded) return fail(TC_ERR_ARG, "cuda event_elapsed: an event was never recorded");
+    *ms = (float)(b->ms - a->ms);
+    return TC_OK;
+}
+
+/* Pinned memory: malloc, registered so that a foreign or second release is caught. */
+static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static void **g_pins;
+static size_t g_npins, g_cappins;
+
+static tc_status host_alloc(size_t nbytes, void **ptr)
+{
+    if (!ptr) return fail(TC_ERR_ARG, "cuda host_alloc: NULL result");
+    *ptr = NULL;
+    if (nbytes == 0) return TC_OK;
+    if (t_ncap > 0) return fail(TC_ERR_UNSUPPORTED, "cuda host_alloc: not while this thread captures a CUDA graph");
+    void *p = malloc(nbytes);
+    pthread_mutex_lock(&g_pin_mu);
+    if (p && g_npins == g_cappins) {
+        size_t cap = g_cappins ? g_cappins * 2 : 64;
+        void **v = (void **)realloc(g_pins, cap * sizeof *v);
+        if (v) g_pins = v, g_cappins = cap;
+    }
+    bool ok = p && g_npins < g_cappins;
+    if (ok) g_pins[g_npins++] = p;
+    pthread_mutex_unlock(&g_pin_mu);
+    if (!ok) {
+        free(p);
+        return fail(TC_ERR_MEMORY, "cuda host_alloc: %zu bytes of page-locked memory: out of host memory", nbytes);
+    }
+    *ptr = p;
+    return TC_OK;
+}
+
+static tc_status hold(mock_graph *g, void *p)
+{
+    if (g->nheld == g->capheld) {
+        size_t cap = g->capheld ? g->capheld * 2 : 8;
+        void **v = (void **)realloc(g->held, cap * sizeof *v);
+        if (!v) return fail(TC_ERR_MEMORY, "cuda host_release: no host memory for bookkeeping");
+        g->held = v, g->capheld = cap;
+    }
+    g->held[g->nheld++] = p;
+    return TC_OK;
+}
+
+/* Forgets p (registered) and frees it; the caller checked it. */
+static void unpin(void *p)
+{
+    pthread_mutex_lock(&g_pin_mu);
+    for (size_t i = 0; i < g_npins; i++)
+        if (g_pins[i] == p) {
+            g_pins[i] = g_pins[--g_npins];
+            break;
+        }
+    pthread_mutex_unlock(&g_pin_mu);
+    free(p);
+}
+
+static tc_status host_release(void *ptr)
+{
+    if (!ptr) return TC_OK;
+    bool known = false;
+    pthread_mutex_lock(&g_pin_mu);
+    for (size_t i = 0; i < g_npins && !known; i++) known = g_pins[i] == ptr;
+    pthread_mutex_unlock(&g_pin_mu);
+    if (!known)
+        return fail(TC_ERR_ARG, "cuda host_release: %p is not page-locked memory from host_alloc (released twice, or "
+                                "foreign)", ptr);
+    for (int d = 0; d < CA_MAX_DEVICES && t_ncap > 0; d++)
+        if (t_cap[d]) {
+            for (size_t i = 0; i < t_cap[d]->nheld; i++)
+                if (t_cap[d]->held[i] == ptr) return fail(TC_ERR_ARG, "cuda host_release: %p released twice", ptr);
+            return hold(t_cap[d], ptr);
+        }
+    unpin(ptr);
+    return TC_OK;
+}
+
+static tc_status copy_h2d_async(int dev, void *dst, const void *src, size_t nbytes)
+{
+    return copy(dev, dst, src, nbytes, 'a', "cuda copy_h2d_async");
+}
+
+static tc_status copy_d2h_async(int dev, void *dst, const void *src, size_t nbytes)
+{
+    return copy(dev, dst, src, nbytes, 'd', "cuda copy_d2h_async");
+}
+
+static void graph_free(mock_graph *g)
+{
+    if (g->pool) (void)ca_pool_close(&g_alloc, g->dev, g->pool);
+    for (size_t i = 0; i < g->nheld; i++) unpin(g->held[i]);
+    free(g->held);
+    free(g->rec);
+    g->magic = 0;
+    free(g);
+}
+
+static tc_status capture_begin(int dev, void *stream)
+{
+    if (!stream) return fail(TC_ERR_ARG, "cuda capture_begin: the legacy default stream cannot be captured");
+    tc_status s = stream_arg(dev, stream, "cuda capture_begin");
+    if (s) return s;
+    if (t_cap[dev]) return fail(TC_ERR_ARG, "cuda capture_begin: this thread already captures on cuda:%d", dev);
+    if (t_stream[dev] != stream)
+        return fail(TC_ERR_ARG, "cuda capture_begin: the stream to capture must be the current stream of cuda:%d", dev);
+    mock_graph *g = (mock_graph *)calloc(1, sizeof *g);
+    if (!g) return fail(TC_ERR_MEMORY, "cuda capture_begin: no host memory");
+    g->magic = GRAPH_MAGIC;
+    g->dev = dev;
+    g->stream = stream;
+    if ((s = ca(ca_pool_open(&g_alloc, dev, &g->pool)))) {
+        free(g);
+        return s;
+    }
+    t_cap[dev] = g;
+    t_ncap++;
+    return TC_OK;
+}
+
+static tc_status capture_end(int dev, void *stream, void **graph)
+{
+    if (!graph) return fail(TC_ERR_ARG, "cuda capture_end: NULL result");
+    *graph = NULL;
+    tc_status s = use(dev, "cuda capture_end");
+    if (s) return s;
+    mock_graph *g = t_cap[dev];
+    if (!g) return fail(TC_ERR_ARG, "cuda capture_end: this thread has no capture open on cuda:%d", dev);
+    if (g->stream != stream) return fail(TC_ERR_ARG, "cuda capture_end: cuda:%d captures another stream", dev);
+    t_cap[dev] = NULL;
+    t_ncap--;
+    g->stream = NULL;
+    *graph = g;
+    return TC_OK;
+}
+
+static mock_graph *graph_arg(int dev, void *graph, const char *what, tc_status *s)
+{
+    mock_graph *g = (mock_graph *)graph;
+    *s = use(dev, what);
+    if (!*s && (!g || g->magic != GRAPH_MAGIC)) *s = fail(TC_ERR_ARG, "%s: %p is not a live graph", what, graph);
+    if (!*s && g->dev != dev) *s = fail(TC_ERR_ARG, "%s: the graph is of cuda:%d, not cuda:%d", what, g->dev, dev);
+    return *s ? NULL : g;
+}
+
+/* Replays the records in order (work runs when queued: the stream only has to be valid). */
+static tc_status graph_launch(int dev, void *graph, void *stream)
+{
+    tc_status s;
+    mock_graph *g = graph_arg(dev, graph, "cuda graph_launch", &s);
+    if (!s) s = stream_arg(dev, stream, "cuda graph_launch");
+    if (!s && t_cap[dev]) s = fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay while capturing on cuda:%d", dev);
+    for (size_t i = 0; !s && i < g->nrec; i++) {
+        const mock_rec *r = &g->rec[i];
+        switch (r->kind) {
+        case REC_EW: (r->dtype == TC_F32 ? g_ew[r->op].f32 : g_ew[r->op].f64)(r->n, r->dst, r->in, r->step, r->s0, r->s1); break;
+        case REC_SET: memset(r->dst, r->value, (size_t)r->n); break;
+        case REC_COPY: memmove(r->dst, r->src, (size_t)r->n); break;
+        default: memcpy(r->dst, r->bytes, (size_t)r->n); break;
+        }
+    }
+    return s;
+}
+
+static tc_status graph_destroy(int dev, void *graph)
+{
+    if (!graph) return TC_OK;
+    tc_status s;
+    mock_graph *g = graph_arg(dev, graph, "cuda graph_destroy", &s);
+    if (!s && t_ncap > 0) s = fail(TC_ERR_UNSUPPORTED, "cuda graph_destroy: not while this thread captures a CUDA graph");
+    if (!s) graph_free(g);
+    return s;
+}
+
+static tc_status is_capturing(int dev, int *yes)
+{
+    if (!yes) return fail(TC_ERR_ARG, "cuda is_capturing: NULL result");
+    *yes = dev >= 0 && dev < CA_MAX_DEVICES && t_cap[dev] != NULL;
+    return TC_OK;
+}
+
 static const tc_cuda_api g_api = {
     TC_CUDA_API_VERSION,
     (uint32_t)sizeof(tc_cuda_api),
@@ -416,6 +857,27 @@ static const tc_cuda_api g_api = {
     current_device,
     run,
     set_flag,
+    stream_create,
+    stream_destroy,
+    stream_synchronize,
+    stream_query,
+    set_stream,
+    event_create,
+    event_destroy,
+    event_record,
+    event_wait,
+    event_synchronize,
+    event_query,
+    event_elapsed,
+    host_alloc,
+    host_release,
+    copy_h2d_async,
+    copy_d2h_async,
+    capture_begin,
+    capture_end,
+    graph_launch,
+    graph_destroy,
+    is_capturing,
 };
 
 EXPORT const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

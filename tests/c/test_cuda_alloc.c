@@ -214,13 +214,14 @@ TEST(cuda_alloc_streams_are_separate)
     ca_allocator *a = fake_new(&f, 64 * MB, 0);
     if (!a) return;
     void *p, *q, *r;
-    CHECK(ca_alloc(a, 0, 1, 4096, &p) == TC_OK);
+    CHECK(ca_alloc(a, 0, 0x10, 4096, &p) == TC_OK);
     CHECK(ca_free(a, 0, p) == TC_OK);
-    /* stream 2 does not get stream 1's cached memory */
-    CHECK(ca_alloc(a, 0, 2, 4096, &q) == TC_OK);
+    /* stream 0x20 does not get stream 0x10's cached memory (stream keys are handles: even;
+     * odd keys are private pools) */
+    CHECK(ca_alloc(a, 0, 0x20, 4096, &q) == TC_OK);
     CHECK(f.nalloc == 2 && q != p);
-    /* stream 1 does */
-    CHECK(ca_alloc(a, 0, 1, 4096, &r) == TC_OK);
+    /* stream 0x10 does */
+    CHECK(ca_alloc(a, 0, 0x10, 4096, &r) == TC_OK);
     CHECK(r == p && f.nalloc == 2);
     tc_cuda_memstats st = stats_of(a, 0);
     CHECK(st.cache_hits == 1 && st.device_allocs == 2 && st.segments == 2);

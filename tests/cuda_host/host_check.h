@@ -38,5 +38,7 @@ const char *cu_op_name(int op) { return op == TC_OP_SUM ? "sum" : "op"; }
 tc_status cu_unsupported(const tc_cuda_call *) { return TC_ERR_UNSUPPORTED; }
 tc_status cu_scratch_alloc(int, size_t, void **) { return TC_ERR_MEMORY; }
 tc_status cu_scratch_free(int, void *) { return TC_OK; }
+cudaStream_t cu_stream(void) { return nullptr; } /* stream.cu: the legacy default stream */
+bool cu_capturing(int) { return false; }
 #endif
 #endif /* TC_HOST_CHECK_H */

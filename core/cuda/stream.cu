@@ -1,0 +1,411 @@
+/* stream.cu -- the version-4 half of the backend table (cuda_api.h): streams and each
+ * thread's current stream, events, page-locked host memory, asynchronous copies, and CUDA
+ * graph capture with its private allocator pool.
+ *
+ * NOTE: NOT YET RUN ON A GPU. Written and compiled (nvcc 13, sm_90) on a machine without
+ * one; the same contracts are exercised over the mock backend (tests/c/mock_cuda.c) by
+ * tests/c/test_cuda_stream.c and tests/lua/cuda_stream_spec.lua.
+ *
+ * Current stream: per thread and per device (CUDA keeps the current device per thread, and
+ * PyTorch the current stream per thread and device). cu_use_device records the device it
+ * makes current, so cu_stream() needs no argument at the launch sites.
+ *
+ * Capture: cudaStreamCaptureModeThreadLocal, so other threads keep working (and may even
+ * wait for the device) while this one captures. Streams are created non-blocking: the
+ * legacy default stream, which other code may still use, then never joins a capture by its
+ * implicit synchronisation (that would invalidate it). Calls that wait on the host are
+ * refused while capturing, with a message, rather than left to invalidate the capture.
+ */
+#include "cuda_internal.h"
+#include "cache_alloc.h"
+#include <new>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A graph under capture, then captured: what it owns besides the CUDA objects. */
+struct cu_graph {
+    int dev;
+    cudaStream_t stream; /* the capture stream (only meaningful while capturing) */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    uintptr_t pool; /* the allocator's private pool, 0 once closed */
+    char *staging;  /* page-locked memory for host scalars copied in during the capture */
+    size_t staged;  /* bytes of it used */
+    void **held;    /* page-locked blocks released during the capture: freed with the graph */
+    size_t nheld, capheld;
+};
+
+#define STAGING_BYTES ((size_t)64 << 10)
+
+static thread_local int t_dev;                              /* made current by cu_use_device */
+static thread_local cudaStream_t t_stream[CA_MAX_DEVICES]; /* current stream per device */
+static thread_local cu_graph *t_cap[CA_MAX_DEVICES];       /* open capture per device */
+static thread_local int t_ncap;                             /* open captures of this thread */
+
+tc_status cu_use_device(int dev)
+{
+    char what[64];
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess) {
+        t_dev = dev >= 0 && dev < CA_MAX_DEVICES ? dev : 0;
+        return TC_OK;
+    }
+    snprintf(what, sizeof what, "cuda: select device %d", dev);
+    return cu_check(e, what);
+}
+
+cudaStream_t cu_stream(void) { return t_stream[t_dev]; }
+
+bool cu_capturing(int dev) { return dev >= 0 && dev < CA_MAX_DEVICES && t_cap[dev] != nullptr; }
+
+bool cu_capturing_any(void) { return t_ncap > 0; }
+
+uintptr_t cu_alloc_key(int dev)
+{
+    if (dev < 0 || dev >= CA_MAX_DEVICES) return 0;
+    return t_cap[dev] ? t_cap[dev]->pool : (uintptr_t)t_stream[dev];
+}
+
+/* dev is usable and current; what names the call in messages. */
+static tc_status use(int dev, const char *what)
+{
+    if (dev < 0 || dev >= CA_MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: no device %d", what, dev);
+    return cu_use_device(dev);
+}
+
+/* The refusal of a call that would wait on the host during a capture on dev. */
+static tc_status no_wait(int dev, const char *what)
+{
+    if (!cu_capturing(dev)) return TC_OK;
+    return cu_fail(TC_ERR_UNSUPPORTED,
+                   "%s: cannot wait for the device while a CUDA graph is being captured on cuda:%d (a host wait "
+                   "cannot be recorded in a graph; do it before or after the capture)",
+                   what, dev);
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+tc_status cu_stream_create(int dev, void **stream)
+{
+    if (!stream) return cu_fail(TC_ERR_ARG, "cuda stream_create: NULL result");
+    *stream = nullptr;
+    tc_status s = use(dev, "cuda stream_create");
+    if (s) return s;
+    cudaStream_t st = nullptr;
+    s = cu_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cuda stream_create");
+    if (!s) *stream = (void *)st;
+    return s;
+}
+
+tc_status cu_stream_destroy(int dev, void *stream)
+{
+    if (!stream) return cu_fail(TC_ERR_ARG, "cuda stream_destroy: the default stream cannot be destroyed");
+    tc_status s = use(dev, "cuda stream_destroy");
+    if (s) return s;
+    if (cu_capturing(dev) && t_cap[dev]->stream == (cudaStream_t)stream)
+        return cu_fail(TC_ERR_ARG, "cuda stream_destroy: the stream is capturing a CUDA graph on cuda:%d", dev);
+    if ((s = no_wait(dev, "cuda stream_destroy"))) return s;
+    /* Its work finishes first: blocks it freed stay filed under its handle, which a later
+     * stream may get again, and must not be reused while that work still runs. */
+    s = cu_check(cudaStreamSynchronize((cudaStream_t)stream), "cuda stream_destroy: synchronize");
+    if (!s) s = cu_check(cudaStreamDestroy((cudaStream_t)stream), "cuda stream_destroy");
+    if (!s && t_stream[dev] == (cudaStream_t)stream) t_stream[dev] = nullptr;
+    return s;
+}
+
+tc_status cu_stream_synchronize(int dev, void *stream)
+{
+    tc_status s = use(dev, "cuda stream_synchronize");
+    if (!s) s = no_wait(dev, "cuda stream_synchronize");
+    return s ? s : cu_check(cudaStreamSynchronize((cudaStream_t)stream), "cuda stream_synchronize");
+}
+
+tc_status cu_stream_query(int dev, void *stream, int *done)
+{
+    if (!done) return cu_fail(TC_ERR_ARG, "cuda stream_query: NULL result");
+    *done = 0;
+    tc_status s = use(dev, "cuda stream_query");
+    if (!s) s = no_wait(dev, "cuda stream_query");
+    if (s) return s;
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return TC_OK;
+    }
+    if (e == cudaSuccess) *done = 1;
+    return cu_check(e, "cuda stream_query");
+}
+
+tc_status cu_set_stream(int dev, void *stream)
+{
+    tc_status s = use(dev, "cuda set_stream");
+    if (!s) t_stream[dev] = (cudaStream_t)stream;
+    return s;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+tc_status cu_event_create(int dev, int timing, void **event)
+{
+    if (!event) return cu_fail(TC_ERR_ARG, "cuda event_create: NULL result");
+    *event = nullptr;
+    tc_status s = use(dev, "cuda event_create");
+    if (s) return s;
+    cudaEvent_t e = nullptr;
+    s = cu_check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+                 "cuda event_create");
+    if (!s) *event = (void *)e;
+    return s;
+}
+
+tc_status cu_event_destroy(int dev, void *event)
+{
+    if (!event) return TC_OK;
+    tc_status s = use(dev, "cuda event_destroy");
+    return s ? s : cu_check(cudaEventDestroy((cudaEvent_t)event), "cuda event_destroy");
+}
+
+tc_status cu_event_record(int dev, void *event, void *stream)
+{
+    if (!event) return cu_fail(TC_ERR_ARG, "cuda event_record: NULL event");
+    tc_status s = use(dev, "cuda event_record");
+    return s ? s : cu_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cuda event_record");
+}
+
+tc_status cu_event_wait(int dev, void *stream, void *event)
+{
+    if (!event) return cu_fail(TC_ERR_ARG, "cuda event_wait: NULL event");
+    tc_status s = use(dev, "cuda event_wait");
+    return s ? s : cu_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cuda event_wait");
+}
+
+tc_status cu_event_synchronize(int dev, void *event)
+{
+    if (!event) return cu_fail(TC_ERR_ARG, "cuda event_synchronize: NULL event");
+    tc_status s = use(dev, "cuda event_synchronize");
+    if (!s) s = no_wait(dev, "cuda event_synchronize");
+    return s ? s : cu_check(cudaEventSynchronize((cudaEvent_t)event), "cuda event_synchronize");
+}
+
+tc_status cu_event_query(int dev, void *event, int *done)
+{
+    if (!event || !done) return cu_fail(TC_ERR_ARG, "cuda event_query: NULL event or result");
+    *done = 0;
+    tc_status s = use(dev, "cuda event_query");
+    if (!s) s = no_wait(dev, "cuda event_query");
+    if (s) return s;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return TC_OK;
+    }
+    if (e == cudaSuccess) *done = 1;
+    return cu_check(e, "cuda event_query");
+}
+
+tc_status cu_event_elapsed(int dev, void *start, void *end, float *ms)
+{
+    if (!start || !end || !ms) return cu_fail(TC_ERR_ARG, "cuda event_elapsed: NULL event or result");
+    *ms = 0;
+    tc_status s = use(dev, "cuda event_elapsed");
+    return s ? s : cu_check(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end), "cuda event_elapsed");
+}
+
+/* ---- page-locked host memory and asynchronous copies --------------------------------------- */
+
+tc_status cu_host_alloc(size_t nbytes, void **ptr)
+{
+    if (!ptr) return cu_fail(TC_ERR_ARG, "cuda host_alloc: NULL result");
+    *ptr = nullptr;
+    if (nbytes == 0) return TC_OK;
+    if (cu_capturing_any())
+        return cu_fail(TC_ERR_UNSUPPORTED, "cuda host_alloc: cannot allocate page-locked memory while this thread "
+                                           "captures a CUDA graph (cudaHostAlloc may wait for the device)");
+    cudaError_t e = cudaHostAlloc(ptr, nbytes, cudaHostAllocPortable);
+    if (e == cudaSuccess) return TC_OK;
+    *ptr = nullptr;
+    char what[96];
+    snprintf(what, sizeof what, "cuda host_alloc: %zu bytes of page-locked memory", nbytes);
+    return cu_check(e, what);
+}
+
+/* Keeps p with g until g is destroyed. */
+static tc_status hold(cu_graph *g, void *p)
+{
+    if (g->nheld == g->capheld) {
+        size_t cap = g->capheld ? g->capheld * 2 : 8;
+        void **v = (void **)realloc(g->held, cap * sizeof *v);
+        if (!v) return cu_fail(TC_ERR_MEMORY, "cuda host_release: no host memory for bookkeeping");
+        g->held = v;
+        g->capheld = cap;
+    }
+    g->held[g->nheld++] = p;
+    return TC_OK;
+}
+
+tc_status cu_host_release(void *ptr)
+{
+    if (!ptr) return TC_OK;
+    cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, ptr);
+    if (e != cudaSuccess || at.type != cudaMemoryTypeHost) {
+        (void)cudaGetLastError();
+        return cu_fail(TC_ERR_ARG, "cuda host_release: %p is not page-locked memory from host_alloc (released "
+                                   "twice, or foreign)",
+                       ptr);
+    }
+    if (cu_capturing_any()) /* cudaFreeHost waits for the device: the open capture's graph keeps it */
+        for (int d = 0; d < CA_MAX_DEVICES; d++)
+            if (t_cap[d]) return hold(t_cap[d], ptr);
+    return cu_check(cudaFreeHost(ptr), "cuda host_release");
+}
+
+tc_status cu_copy_h2d_async(int dev, void *dst, const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return TC_OK;
+    if (!dst || !src) return cu_fail(TC_ERR_ARG, "cuda copy_h2d_async: NULL pointer");
+    tc_status s = use(dev, "cuda copy_h2d_async");
+    return s ? s
+             : cu_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, cu_stream()),
+                        "cuda copy_h2d_async");
+}
+
+tc_status cu_copy_d2h_async(int dev, void *dst, const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return TC_OK;
+    if (!dst || !src) return cu_fail(TC_ERR_ARG, "cuda copy_d2h_async: NULL pointer");
+    tc_status s = use(dev, "cuda copy_d2h_async");
+    if (!s && cu_capturing(dev))
+        s = cu_fail(TC_ERR_UNSUPPORTED, "cuda copy_d2h_async: copies to the host are not captured (cuda:%d is "
+                                        "capturing a CUDA graph)",
+                    dev);
+    return s ? s
+             : cu_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, cu_stream()),
+                        "cuda copy_d2h_async");
+}
+
+/* ---- graph capture ------------------------------------------------------------------------ */
+
+/* Frees what g owns besides the CUDA graph objects; the caller waited for the device. */
+static void graph_free_parts(cu_graph *g)
+{
+    if (g->pool) (void)cu_pool_close(g->dev, g->pool);
+    if (g->staging) (void)cudaFreeHost(g->staging);
+    for (size_t i = 0; i < g->nheld; i++) (void)cudaFreeHost(g->held[i]);
+    (void)cudaGetLastError();
+    free(g->held);
+    free(g);
+}
+
+tc_status cu_capture_stage_h2d(int dev, void *dst, const void *src, size_t nbytes)
+{
+    cu_graph *g = t_cap[dev];
+    size_t need = (nbytes + 15) / 16 * 16;
+    if (nbytes > TC_CUDA_CAPTURE_H2D_MAX)
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "cuda: copy host to device: %zu bytes cannot be captured in a CUDA graph on cuda:%d (at most "
+                       "%d bytes of host scalars are; copy larger host data with a non_blocking copy from pinned "
+                       "memory, which the graph re-reads at every replay)",
+                       nbytes, dev, TC_CUDA_CAPTURE_H2D_MAX);
+    if (g->staged + need > STAGING_BYTES)
+        return cu_fail(TC_ERR_UNSUPPORTED, "cuda: copy host to device: more than %zu bytes of host scalars copied "
+                                           "during one CUDA graph capture on cuda:%d",
+                       STAGING_BYTES, dev);
+    char *slot = g->staging + g->staged;
+    memcpy(slot, src, nbytes);
+    g->staged += need;
+    return cu_check(cudaMemcpyAsync(dst, slot, nbytes, cudaMemcpyHostToDevice, cu_stream()),
+                    "cuda: copy host to device (captured)");
+}
+
+tc_status cu_capture_begin(int dev, void *stream)
+{
+    tc_status s = use(dev, "cuda capture_begin");
+    if (s) return s;
+    if (!stream)
+        return cu_fail(TC_ERR_ARG, "cuda capture_begin: the legacy default stream cannot be captured; capture on a "
+                                   "stream from stream_create");
+    if (t_cap[dev]) return cu_fail(TC_ERR_ARG, "cuda capture_begin: this thread already captures on cuda:%d", dev);
+    if (t_stream[dev] != (cudaStream_t)stream)
+        return cu_fail(TC_ERR_ARG, "cuda capture_begin: the stream to capture must be the current stream of cuda:%d",
+                       dev);
+    cu_graph *g = (cu_graph *)calloc(1, sizeof *g);
+    if (!g) return cu_fail(TC_ERR_MEMORY, "cuda capture_begin: no host memory");
+    g->dev = dev;
+    g->stream = (cudaStream_t)stream;
+    s = cu_check(cudaHostAlloc((void **)&g->staging, STAGING_BYTES, cudaHostAllocPortable),
+                 "cuda capture_begin: page-locked staging memory");
+    if (!s) s = cu_pool_open(dev, &g->pool);
+    if (!s) s = cu_check(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "cuda capture_begin");
+    if (s) {
+        graph_free_parts(g);
+        return s;
+    }
+    t_cap[dev] = g;
+    t_ncap++;
+    return TC_OK;
+}
+
+tc_status cu_capture_end(int dev, void *stream, void **graph)
+{
+    if (!graph) return cu_fail(TC_ERR_ARG, "cuda capture_end: NULL result");
+    *graph = nullptr;
+    tc_status s = use(dev, "cuda capture_end");
+    if (s) return s;
+    cu_graph *g = t_cap[dev];
+    if (!g) return cu_fail(TC_ERR_ARG, "cuda capture_end: this thread has no capture open on cuda:%d", dev);
+    if (g->stream != (cudaStream_t)stream)
+        return cu_fail(TC_ERR_ARG, "cuda capture_end: cuda:%d captures another stream", dev);
+    /* From here the capture is over, whatever happens. */
+    t_cap[dev] = nullptr;
+    t_ncap--;
+    s = cu_check(cudaStreamEndCapture(g->stream, &g->graph), "cuda capture_end");
+    if (!s) s = cu_check(cudaGraphInstantiate(&g->exec, g->graph, 0), "cuda capture_end: instantiate the graph");
+    if (s) {
+        /* Nothing of the partial graph ran; its pool goes back as its blocks are freed. */
+        if (g->graph) (void)cudaGraphDestroy(g->graph);
+        (void)cudaGetLastError();
+        graph_free_parts(g);
+        return s;
+    }
+    *graph = g;
+    return TC_OK;
+}
+
+tc_status cu_graph_launch(int dev, void *graph, void *stream)
+{
+    cu_graph *g = (cu_graph *)graph;
+    if (!g) return cu_fail(TC_ERR_ARG, "cuda graph_launch: NULL graph");
+    if (g->dev != dev) return cu_fail(TC_ERR_ARG, "cuda graph_launch: the graph is of cuda:%d, not cuda:%d", g->dev, dev);
+    tc_status s = use(dev, "cuda graph_launch");
+    if (!s && cu_capturing(dev))
+        s = cu_fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay a graph while capturing another on cuda:%d",
+                    dev);
+    return s ? s : cu_check(cudaGraphLaunch(g->exec, (cudaStream_t)stream), "cuda graph_launch");
+}
+
+tc_status cu_graph_destroy(int dev, void *graph)
+{
+    cu_graph *g = (cu_graph *)graph;
+    if (!g) return TC_OK;
+    if (g->dev != dev) return cu_fail(TC_ERR_ARG, "cuda graph_destroy: the graph is of cuda:%d, not cuda:%d", g->dev, dev);
+    tc_status s = use(dev, "cuda graph_destroy");
+    if (!s && cu_capturing_any())
+        s = cu_fail(TC_ERR_UNSUPPORTED, "cuda graph_destroy: cannot wait for replays to finish while this thread "
+                                        "captures a CUDA graph");
+    /* A replay may still run: its pool and staging memory go back only after it. */
+    if (!s) s = cu_check(cudaDeviceSynchronize(), "cuda graph_destroy: synchronize");
+    if (s) return s;
+    (void)cudaGraphExecDestroy(g->exec);
+    (void)cudaGraphDestroy(g->graph);
+    graph_free_parts(g);
+    return TC_OK;
+}
+
+tc_status cu_is_capturing(int dev, int *yes)
+{
+    if (!yes) return cu_fail(TC_ERR_ARG, "cuda is_capturing: NULL result");
+    *yes = cu_capturing(dev) ? 1 : 0;
+    return TC_OK;
+}

@@ -1,0 +1,96 @@
+-- tests/lua/cuda_stream_spec.lua -- torch.cuda streams, events, pinned memory, non_blocking
+-- copies and CUDA graphs (lua/torch/cuda_stream.lua). Without CUDA the entry points raise
+-- "CUDA unavailable" here; the rest runs in a child process (tests/lua/cuda_stream_child.lua)
+-- over the mock backend (2 devices), whose graph capture records and replays the calls.
+require 'torch'
+
+local build = os.getenv('TOCHA_BUILD') or 'build'
+local MOCK = build .. '/tests/libtocha_cuda_mock.so'
+local CHILD = 'tests/lua/cuda_stream_child.lua'
+
+local function at(file, text)
+   local n = 0
+   for line in io.lines(file) do
+      n = n + 1
+      if line:find(text, 1, true) then return file .. ':' .. n .. ': ' end
+   end
+   error('no line with ' .. text)
+end
+
+describe('CUDA streams without CUDA', function()
+   it('raise "CUDA unavailable" at the caller\'s line', function()
+      local ok, why = torch.cuda.isAvailable()
+      if ok then return end
+      local okc, e = pcall(function() local s = torch.cuda.Stream() end)
+      assert.is_false(okc)
+      assert.are.equal(at('tests/lua/cuda_stream_spec.lua', 'local s = torch.cuda.Stream() end')
+         .. 'torch.cuda.Stream: CUDA unavailable: ' .. why, e)
+      assert.has_error(function() local e2 = torch.cuda.Event() end)
+      assert.has_error(function() local g = torch.cuda.CUDAGraph() end)
+      assert.has_error(function() local p = torch.FloatTensor(2):pin_memory() end)
+      assert.is_false(torch.FloatTensor(2):is_pinned())
+   end)
+end)
+
+describe('CUDA streams over the mock backend', function()
+   local got
+   setup(function()
+      local f = io.open(MOCK, 'rb')
+      assert(f, MOCK .. ' is missing: build it with make ' .. MOCK)
+      f:close()
+      local p = assert(io.popen('TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
+         .. 'luajit ' .. CHILD .. ' 2>&1'))
+      local out = p:read('*a')
+      p:close()
+      got = {}
+      for k, v in out:gmatch('([%w_]+)=([^\n]*)') do got[k] = v:gsub('\\n', '\n') end
+      assert.are.equal('true', got.done, 'the child failed:\n' .. out)
+   end)
+   local function child_at(text) return at(CHILD, text) end
+
+   it('makes streams current, in a function or until reset', function()
+      assert.are.equal('0 true false', got.stream)
+      assert.are.equal('true 2,4,6 false', got.stream_fn)
+      assert.are.equal(child_at("error('boom')") .. 'boom false', got.stream_fn_error)
+      assert.are.equal('true true', got.set_stream)
+      assert.are.equal('true', got.query)
+      assert.are.equal('true', got.default_again)
+      assert.are.equal('1 ' .. child_at("cuda.Stream('x')") .. "torch.cuda.Stream: device must be an integer (0-based), got x",
+         got.stream1)
+   end)
+
+   it('records, waits for and times events', function()
+      assert.are.equal('true true', got.event)
+      assert.is_truthy(got.event_no_timing:find(child_at('cuda.Event():elapsed_time(e1)'), 1, true))
+      assert.is_truthy(got.event_no_timing:find('both events need timing', 1, true))
+      assert.are.equal('true', got.record_event)
+   end)
+
+   it('pins host memory and copies from it without blocking', function()
+      assert.are.equal('true false true 1,2,3,4', got.pinned)
+      assert.are.equal('torch.CudaTensor 1,2,3,4 torch.CudaDoubleTensor dev2 1,3,2,4', got.non_blocking)
+      assert.are.equal(child_at('d:pin_memory()') .. 'pin_memory: the tensor of size (2,2) is on cuda:0; only host '
+         .. 'tensors are pinned', got.pin_device)
+   end)
+
+   it('captures a graph and replays it over new inputs', function()
+      assert.are.equal('false', got.captured)
+      assert.are.equal('2,2,8,8', got.replay)
+      assert.are.equal('18,18,18,18', got.replay2)
+      assert.are.equal(child_at('g:replay() end') .. 'CUDAGraph:replay: nothing captured', got.replay_reset)
+      assert.are.equal('9,9,9,9', got.begin_end)
+      assert.are.equal(child_at('g3:capture_end() end') .. 'CUDAGraph:capture_end: no capture in progress '
+         .. '(capture_begin first)', got.end_twice)
+   end)
+
+   it('refuses what a graph cannot record, naming the op, and recovers', function()
+      local while_ = 'while a CUDA graph is being captured on cuda:0'
+      assert.is_truthy(got.refuse_item:find(child_at('local v = x[1]') .. 'copy: cannot copy device values to the host '
+         .. while_, 1, true))
+      assert.is_truthy(got.refuse_fallback:find('sort: cannot run on the host (no CUDA kernel for it here) ' .. while_, 1,
+         true))
+      assert.is_truthy(got.refuse_random:find('uniform: cannot draw random numbers ' .. while_, 1, true))
+      assert.is_truthy(got.refuse_sync:find('cuda synchronize: cannot wait for the device ' .. while_, 1, true))
+      assert.are.equal('false true 6,6,6,6', got.after_refusals)
+   end)
+end)
