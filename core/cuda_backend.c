@@ -15,6 +15,11 @@
  *
  * Random ops draw their Philox numbers from the same generator slots the CPU kernel would
  * use, so a seeded CUDA tensor gets the CPU's numbers (core/cpu/random.c's layout).
+ *
+ * While the calling thread captures a CUDA graph (cuda_stream.c), what a graph cannot
+ * record is refused here with a message naming the op: the host fallback, reads of device
+ * values on the host, copies to the host, host data larger than a scalar, random ops (a
+ * replay would draw the same numbers again) and synchronisation.
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"
@@ -65,6 +70,28 @@ tc_status tc_cuda_storage_alloc(int device, int64_t nbytes, bool zero, tc_storag
     return st;
 }
 
+/* What a capture on the devices of a copy cannot record (see the banner). */
+static tc_status copy_capturable(int dst_device, int src_device, size_t nbytes)
+{
+    if (dst_device == TC_CPU && src_device != TC_CPU)
+        return tc_cuda_capture_refuse("copy", src_device, "copy device values to the host",
+                                      "item/get, index and mask checks and copies to the host read values that a "
+                                      "graph has not computed yet");
+    if (src_device == TC_CPU && nbytes > TC_CUDA_CAPTURE_H2D_MAX) {
+        char what[96];
+        snprintf(what, sizeof what, "copy %zu bytes from the host", nbytes);
+        return tc_cuda_capture_refuse("copy", dst_device, what,
+                                      "only host scalars are captured, with their values at capture time; fill "
+                                      "static device tensors before replaying, or copy non_blocking from pinned "
+                                      "memory, which each replay re-reads");
+    }
+    if (src_device != TC_CPU && dst_device != TC_CPU && src_device != dst_device) {
+        TRY(tc_cuda_capture_refuse("copy", src_device, "copy to another GPU", "the copy goes through the host"));
+        return tc_cuda_capture_refuse("copy", dst_device, "copy from another GPU", "the copy goes through the host");
+    }
+    return TC_OK;
+}
+
 tc_status tc_device_copy_bytes(int dst_device, void *dst, int src_device, const void *src, size_t nbytes)
 {
     const tc_cuda_api *api;
@@ -73,6 +100,7 @@ tc_status tc_device_copy_bytes(int dst_device, void *dst, int src_device, const 
         memmove(dst, src, nbytes);
         return TC_OK;
     }
+    TRY(copy_capturable(dst_device, src_device, nbytes));
     if (src_device == TC_CPU) {
         TRY(tc_cuda_need("copy", TC_DEVICE_ORDINAL(dst_device), &api));
         return tc_cuda_backend_status(api, api->copy_h2d(TC_DEVICE_ORDINAL(dst_device), dst, src, nbytes));
@@ -111,6 +139,14 @@ static tc_status span_to_host(const tc_tensor *t, tc_tensor **out, int64_t *span
     tc_storage_release(s);
     if (span_lo) *span_lo = lo;
     return st;
+}
+
+tc_status tc_host_values_for(const char *op, const tc_tensor *t, tc_tensor **out)
+{
+    if (t->device != TC_CPU && tc_tensor_numel(t) > 0 && t->storage)
+        TRY(tc_cuda_capture_refuse(op, t->device, "read device values on the host",
+                                   "the op checks or counts them first; a graph cannot wait for values"));
+    return tc_host_values(t, out);
 }
 
 tc_status tc_host_values(const tc_tensor *t, tc_tensor **out)
@@ -184,7 +220,17 @@ tc_status tc_tensor_to(const tc_tensor *t, int device, int dt, tc_tensor **out)
     TRY(tc_tensor_alloc_on(device, (tc_dtype)dt, t->ndim, t->size, &r));
     const tc_tensor *in[1] = {t};
     tc_tensor *res[1] = {r};
-    tc_status s = tc_op_exec(TC_OP_COPY, in, 1, NULL, res, 1);
+    /* while a trace records, the copy is one of its ops (a graph replays a :long() or
+     * :cuda() of a traced value instead of capturing this run's result); not differentiable
+     * here, as in eager mode */
+    tc_status s;
+    if (tc_trace_active) {
+        int gm = tc_set_grad_enabled(0);
+        s = tc_op_run(TC_OP_COPY, in, 1, NULL, res, 1);
+        tc_set_grad_enabled(gm);
+    } else {
+        s = tc_op_exec(TC_OP_COPY, in, 1, NULL, res, 1);
+    }
     if (s) {
         tc_tensor_release(r);
         return s;
@@ -226,6 +272,8 @@ int64_t tc_cuda_host_fallbacks(int op)
 tc_status tc_cuda_synchronize(int dev)
 {
     const tc_cuda_api *api;
+    TRY(tc_cuda_capture_refuse("cuda synchronize", dev == -1 ? TC_CPU : TC_DEVICE_CUDA(dev), "wait for the device",
+                               "a host wait cannot be recorded in a graph"));
     if (dev == -1) {
         tc_status s = tc_cuda_need("synchronize", 0, &api);
         for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_backend_status(api, api->synchronize(d));
@@ -240,9 +288,11 @@ tc_status tc_cuda_synchronize(int dev)
 /* Inputs and results cross to the host (results with their current contents: some ops
  * accumulate into them, and an in-place result is an input), the CPU kernel runs, and the
  * results cross back. Host copies of one tensor given twice are shared. */
-static tc_status host_fallback(const tc_kcall *k)
+static tc_status host_fallback(const tc_kcall *k, int device)
 {
     enum { MAXT = 512 };
+    TRY(tc_cuda_capture_refuse(k->info->name, device, "run on the host (no CUDA kernel for it here)",
+                               "the host fallback copies values to the host and back, which a graph cannot record"));
     int n = k->nin + k->nout;
     if (n > MAXT) return tc_set_error(TC_ERR_UNSUPPORTED, "%s: too many inputs for the host fallback", k->info->name);
     const tc_tensor *orig[MAXT];
@@ -333,8 +383,12 @@ static tc_status cuda_kernel(const tc_kcall *k)
         if (!tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK))
             return tc_set_error(TC_ERR_UNSUPPORTED, "%s: no CUDA kernel for %d inputs (at most %d)", k->info->name,
                                 k->nin, TC_CUDA_MAX_INPUTS);
-        return host_fallback(k);
+        return host_fallback(k, device);
     }
+    if (k->info->kind == TC_KIND_RANDOM)
+        TRY(tc_cuda_capture_refuse(k->info->name, device, "draw random numbers",
+                                   "every replay would repeat the numbers drawn at capture time; draw them outside "
+                                   "the capture and pass them in"));
     tc_cuda_view small[8], *views = small;
     if (k->nin > 8) {
         views = tc_malloc(sizeof *views * (size_t)k->nin, k->info->name);
@@ -367,7 +421,7 @@ static tc_status cuda_kernel(const tc_kcall *k)
     if (views != small) free(views);
     if (s != TC_ERR_UNSUPPORTED || !tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK))
         return tc_cuda_backend_status(api, s);
-    return host_fallback(k);
+    return host_fallback(k, device);
 }
 
 #define TC_EW(ID, name, arity, nparams, flags, ffmt, ifmt) [TC_OP_##ID] = cuda_kernel,

@@ -19,6 +19,8 @@ static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
     [TC_KIND_JOIN] = tc_prepare_join,     [TC_KIND_RANDOM] = tc_prepare_random,
     [TC_KIND_CONV] = tc_prepare_conv,     [TC_KIND_POOL] = tc_prepare_pool,
     [TC_KIND_SOFTMAX] = tc_prepare_softmax,
+    [TC_KIND_NORM] = tc_prepare_norm,
+    [TC_KIND_RNN] = tc_prepare_rnn,
 };
 
 static const tc_backend *backend_for(int device)
@@ -103,6 +105,8 @@ static tc_status check_inputs(const tc_kcall *k, int *device)
         if (!t) {
             if (info->kind == TC_KIND_RANDOM) continue; /* optional probability tensor */
             if (info->kind == TC_KIND_CONV && i == 2) continue; /* optional bias */
+            if (info->kind == TC_KIND_NORM && i > 0) continue;  /* checked by tc_prepare_norm */
+            if (info->kind == TC_KIND_RNN && i > 0) continue;   /* optional states, biases: tc_prepare_rnn */
             return tc_set_error(TC_ERR_ARG, "%s: input %d is NULL", info->name, i + 1);
         }
         if ((unsigned)t->dtype >= TC_DTYPE_COUNT || t->ndim < 0 || t->ndim > TC_MAX_DIMS)

@@ -155,6 +155,8 @@ tc_status tc_copy_across_devices(const tc_kcall *k);
 /* A host tensor with t's values: t itself (retained) when on the CPU, else a copy. Prepare
  * steps that read values (index bounds, mask counts) go through it. */
 tc_status tc_host_values(const tc_tensor *t, tc_tensor **out);
+/* The same for op, refused while a CUDA graph is being captured on t's device. */
+tc_status tc_host_values_for(const char *op, const tc_tensor *t, tc_tensor **out);
 /* Byte span [lo, hi) that t's elements occupy in its storage (no elements: lo == hi). */
 void tc_tensor_byte_span(const tc_tensor *t, int64_t *lo, int64_t *hi);
 
@@ -185,6 +187,8 @@ tc_status tc_prepare_random(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_conv(const tc_kcall *k, tc_outspec *spec);    /* core/shape_nn.c */
 tc_status tc_prepare_pool(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec);
+tc_status tc_prepare_norm(const tc_kcall *k, tc_outspec *spec);    /* core/shape_bn.c */
+tc_status tc_prepare_rnn(const tc_kcall *k, tc_outspec *spec);     /* core/shape_rnn.c */
 /* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);
@@ -213,6 +217,8 @@ tc_status tc_cpu_random(const tc_kcall *k);
 tc_status tc_cpu_conv(const tc_kcall *k);    /* conv.c */
 tc_status tc_cpu_pool(const tc_kcall *k);    /* pool.c */
 tc_status tc_cpu_softmax(const tc_kcall *k); /* softmax.c */
+tc_status tc_cpu_norm(const tc_kcall *k);    /* batchnorm.c */
+tc_status tc_cpu_rnn(const tc_kcall *k);     /* rnn.c */
 
 /* ---- threads (core/cpu/parallel.c) ---------------------------------------------------- */
 

@@ -187,6 +187,8 @@ typedef enum tc_opkind {
     TC_KIND_CONV,    /* conv2d, conv_transpose2d, conv2d_weight (core/shape_nn.c) */
     TC_KIND_POOL,    /* max/avg/adaptive pooling and their backward ops */
     TC_KIND_SOFTMAX, /* softmax, log_softmax along a dim */
+    TC_KIND_NORM,    /* batch_norm and its backward op (core/shape_bn.c) */
+    TC_KIND_RNN,     /* whole-sequence recurrent layers and their backward (core/shape_rnn.c) */
     TC_KIND_COUNT
 } tc_opkind;
 
@@ -331,6 +333,83 @@ int64_t tc_cuda_get_flag(int flag);
 /* Ops run on the host for lack of a CUDA kernel, since process start, and per op: the
  * count for op (a tc_op; -1: all ops). */
 int64_t tc_cuda_host_fallbacks(int op);
+
+/* Streams (PyTorch semantics; core/cuda_stream.c, docs/cuda.md). Each thread has a current
+ * stream per device, the device's default stream until set: every op, allocation and copy
+ * of that thread on that device goes on it. Created streams run concurrently with the
+ * default stream and each other (no implicit ordering: order them with events). A freed
+ * device block is reused only by allocations on the stream it was allocated on. Streams
+ * are reference counted: being current holds a reference, so freeing a current stream
+ * destroys it (after its work) once it is no longer current. */
+typedef struct tc_cuda_stream tc_cuda_stream;
+tc_status tc_cuda_stream_new(int dev, tc_cuda_stream **out);
+void tc_cuda_stream_retain(tc_cuda_stream *s);
+void tc_cuda_stream_free(tc_cuda_stream *s); /* releases one reference; NULL and default streams: no-op */
+/* The default stream of dev (a static object, never freed); NULL when dev is not a device. */
+tc_cuda_stream *tc_cuda_default_stream(int dev);
+/* The calling thread's current stream on dev (its default stream until set; NULL when dev
+ * is not a device). Borrowed: retain it to keep it. */
+tc_cuda_stream *tc_cuda_current_stream(int dev);
+/* Makes s the calling thread's current stream on dev (s NULL: dev's default stream). */
+tc_status tc_cuda_set_stream(int dev, tc_cuda_stream *s);
+int tc_cuda_stream_device(const tc_cuda_stream *s);
+int tc_cuda_stream_is_default(const tc_cuda_stream *s);
+/* Waits for the work queued on s. */
+tc_status tc_cuda_stream_sync(tc_cuda_stream *s);
+/* *done: 1 when all work queued on s has finished, else 0. */
+tc_status tc_cuda_stream_query(tc_cuda_stream *s, int *done);
+
+/* Events: markers in a stream's work. timing 0: no timing (elapsed refuses it). The stream
+ * arguments below may be NULL: the calling thread's current stream on the event's device. */
+typedef struct tc_cuda_event tc_cuda_event;
+tc_status tc_cuda_event_new(int dev, int timing, tc_cuda_event **out);
+void tc_cuda_event_free(tc_cuda_event *e);
+/* e marks the work queued on s so far (a later record replaces the mark). */
+tc_status tc_cuda_event_record(tc_cuda_event *e, tc_cuda_stream *s);
+/* Work queued on s from now on waits for e's mark (the host does not wait). An event never
+ * recorded is complete: the wait does nothing. */
+tc_status tc_cuda_event_wait(tc_cuda_event *e, tc_cuda_stream *s);
+/* The host waits for e's mark; query says whether it has passed (1; also when never recorded). */
+tc_status tc_cuda_event_sync(tc_cuda_event *e);
+tc_status tc_cuda_event_query(tc_cuda_event *e, int *done);
+/* Milliseconds from start's mark to end's (both timing events, recorded, completed). */
+tc_status tc_cuda_event_elapsed(tc_cuda_event *start, tc_cuda_event *end, float *ms);
+
+/* Pinned (page-locked) host memory: *out is a contiguous host copy of t (a CPU tensor) in
+ * memory from the backend's host_alloc, which asynchronous copies need (t itself when it is
+ * already pinned and contiguous). Needs CUDA. */
+tc_status tc_tensor_pin(const tc_tensor *t, tc_tensor **out);
+int tc_tensor_is_pinned(const tc_tensor *t);
+/* tc_tensor_to with PyTorch's non_blocking=True: a copy between a pinned host tensor and a
+ * device is queued on the current stream and not waited for (synchronise the stream or an
+ * event before reading the result on the host, or changing the pinned source); a device
+ * result of a host copy is pinned. From pageable host memory the copy is synchronous. */
+tc_status tc_tensor_to_async(const tc_tensor *t, int device, int dtype, tc_tensor **out);
+
+/* CUDA graphs (PyTorch's torch.cuda.CUDAGraph). tc_cuda_graph_begin(dev, s) waits for the
+ * device, makes s (NULL: a side stream libtocha keeps per device) the current stream of dev
+ * and captures it: until tc_cuda_graph_end, ops of this thread on dev are recorded, not run.
+ * Allocations in the capture come from a private pool the graph keeps (its addresses are
+ * replayed); tensors made in the capture are the graph's outputs, rewritten by each replay.
+ * Refused while capturing, with a message naming the op and device (and the capture then
+ * fails at tc_cuda_graph_end, even if the error was ignored): ops without a CUDA kernel
+ * (host fallback), reads of device values on the host (item/get, index checks, masks,
+ * nonzero, integer division), copies to the host, synchronisation, random ops (a replay
+ * would repeat the numbers), and copies from the host larger than a scalar (non_blocking
+ * copies from pinned memory are captured: each replay re-reads the pinned memory).
+ * tc_cuda_graph_end restores the previous current stream; on a failed capture it frees the
+ * partial graph and fails with the first refusal's message. */
+typedef struct tc_cuda_graph tc_cuda_graph;
+tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s);
+tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out);
+/* Replays g on the current stream of its device (asynchronously). */
+tc_status tc_cuda_graph_replay(tc_cuda_graph *g);
+/* Waits for g's replays and frees it (deferred to the end of the capture when called while
+ * this thread captures on g's device). NULL: no-op. */
+void tc_cuda_graph_free(tc_cuda_graph *g);
+int tc_cuda_graph_device(const tc_cuda_graph *g);
+/* Whether the calling thread captures a graph on dev. */
+int tc_cuda_is_capturing(int dev);
 
 /* Autograd and data loading have their own headers (also part of the ffi.cdef). */
 #include "tocha_autograd.h"

@@ -17,6 +17,7 @@ static void build_table(void)
     tc_grad_rules_linalg(table);
     tc_grad_rules_shape(table);
     tc_grad_rules_nn(table);
+    tc_grad_rules_rnn(table);
 }
 
 const tc_grad_rule *tc_grad_rule_of(tc_op op)

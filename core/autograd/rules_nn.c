@@ -11,6 +11,9 @@
  *   softmax           gx = y * (g - sum(g * y))     log_softmax  gx = g - exp(y) * sum(g)
  * conv_transpose2d's output padding is recomputed from the saved sizes: the input size of
  * a conv2d is not determined by its output size alone (floor division).
+ *   batch_norm        gx, gw, gb = batch_norm_backward(g, x, w, stats) (one pass over the
+ *                     data); under create_graph the same math from ordinary ops instead, the
+ *                     batch statistics recomputed from x so they are differentiated too.
  */
 #include "grad.h"
 
@@ -236,8 +239,187 @@ TC_GRAD_RULE(log_softmax_rule, TC_SAVE_OUT0)
     return tc_ga_done(A);
 }
 
+/* ---- batch normalization ---------------------------------------------------------------------- */
+
+/* x, gradients and statistics are seen as (N, C, S) (S: the spatial dims flattened), in the
+ * stats dtype (f16/bf16 x: float32 math, as the forward). */
+typedef struct bn_view {
+    tc_tmeta flat, chan, vec;        /* (N, C, S), (1, C, 1), (C) */
+    double M;                        /* N * S */
+    const tc_tensor *xf, *mean, *invstd; /* (N, C, S), (1, C, 1), (1, C, 1) */
+} bn_view;
+
+/* Row r of a (2, C) tensor, as (C) or reshaped to shape. */
+static const tc_tensor *bn_row(tc_garena *A, const tc_tensor *t, int64_t r, const tc_tmeta *shape)
+{
+    if (A->err || !t) return NULL;
+    tc_tensor *v = NULL;
+    tc_params p = {.i = {0, r}};
+    tc_status s = tc_g_op(TC_OP_SELECT, &t, 1, &p, &v);
+    const tc_tensor *row = tc_ga_keep(A, s, v);
+    return shape ? tc_ga_reshape(A, row, shape) : row;
+}
+
+/* t in m's dtype (a converting copy when it differs). */
+static const tc_tensor *bn_as(tc_garena *A, const tc_tensor *t, const tc_tmeta *m)
+{
+    if (A->err || !t || t->dtype == m->dtype) return t;
+    tc_tensor *r = NULL;
+    tc_status s = tc_g_copy(t, m->dtype, &r);
+    return tc_ga_keep(A, s, r);
+}
+
+/* The per-channel sum of (N, C, S) t as (1, C, 1). */
+static const tc_tensor *bn_csum(tc_garena *A, const tc_tensor *t)
+{
+    return tc_ga_sum(A, tc_ga_sum(A, t, 2, 1), 0, 1);
+}
+
+/* *slot += t (slot owned by the rule). */
+static void bn_accum(tc_garena *A, const tc_tensor *t, tc_tensor **slot)
+{
+    if (A->err || !t) return;
+    if (!*slot) {
+        tc_ga_out(A, t, slot);
+        return;
+    }
+    const tc_tensor *sum = tc_ga_add(A, *slot, t);
+    if (!sum) return;
+    tc_tensor_release(*slot);
+    *slot = NULL;
+    tc_ga_out(A, sum, slot);
+}
+
+/* The shapes, and x with the statistics: recomputed from x with ops when recompute (the
+ * training forward under create_graph: they are then differentiated too), else the saved
+ * stats output. x is skipped when !need_x (the fused path: no f32 copy of a half x). */
+static void bn_view_make(tc_garena *A, const tc_grad_ctx *c, bool need_x, bool recompute, bn_view *v)
+{
+    const tc_tmeta *mx = &c->meta[0];
+    int dt = c->out_meta[1].dtype;
+    v->flat = (tc_tmeta){.dtype = dt, .ndim = 3, .device = mx->device, .size = {mx->size[0], mx->size[1], 1}};
+    v->chan = (tc_tmeta){.dtype = dt, .ndim = 3, .device = mx->device, .size = {1, mx->size[1], 1}};
+    v->vec = (tc_tmeta){.dtype = dt, .ndim = 1, .device = mx->device, .size = {mx->size[1]}};
+    for (int d = 2; d < mx->ndim; d++) v->flat.size[2] *= mx->size[d];
+    v->M = (double)(v->flat.size[0] * v->flat.size[2]);
+    v->xf = need_x ? tc_ga_reshape(A, bn_as(A, c->in[0], &v->flat), &v->flat) : NULL;
+    if (recompute) {
+        v->mean = tc_ga_scale(A, bn_csum(A, v->xf), 1 / v->M);
+        const tc_tensor *xc = tc_ga_sub(A, v->xf, v->mean);
+        const tc_tensor *var = tc_ga_scale(A, bn_csum(A, tc_ga_mul(A, xc, xc)), 1 / v->M);
+        v->invstd = tc_ga_ew(A, TC_OP_RSQRT, tc_ga_adds(A, var, c->p->s[0]), NULL, NULL, 0, 0);
+    } else {
+        v->mean = bn_row(A, c->out[1], 0, &v->chan), v->invstd = bn_row(A, c->out[1], 1, &v->chan);
+    }
+}
+
+/* Evaluation reads running_mean rm and running_var rv: y = (x - rm) invstd w + b, so
+ * grm = -gb w invstd and grv = -gw w invstd^2 / 2 (gw = sum g (x - rm) invstd); gw, gb (C). */
+static void bn_running_grads(tc_garena *A, const tc_grad_ctx *c, const bn_view *v, const tc_tensor *gw,
+                             const tc_tensor *gb, tc_tensor **gin)
+{
+    const tc_tensor *w = c->in[1], *invstd = tc_ga_reshape(A, v->invstd, &v->vec);
+    const tc_tensor *wi = w ? tc_ga_mul(A, bn_as(A, w, &v->vec), invstd) : invstd;
+    if (c->needs[3]) bn_accum(A, bn_as(A, tc_ga_neg(A, tc_ga_mul(A, gb, wi)), &c->meta[3]), &gin[3]);
+    if (c->needs[4])
+        bn_accum(A, bn_as(A, tc_ga_scale(A, tc_ga_mul(A, gw, tc_ga_mul(A, wi, invstd)), -0.5), &c->meta[4]), &gin[4]);
+}
+
+/* The gradient reaching stats = (mean, invstd) (PyTorch drops it; kept here so the op is
+ * exactly differentiable). Training: dmean/dx = 1/M, dinvstd/dx = -invstd^3 (x - mean)/M;
+ * evaluation: mean = rm, dinvstd/drv = -invstd^3 / 2. */
+static void bn_stats_grads(tc_garena *A, const tc_grad_ctx *c, const bn_view *v, tc_tensor **gin)
+{
+    const tc_tensor *gs = c->gout[1], *i3 = tc_ga_mul(A, v->invstd, tc_ga_mul(A, v->invstd, v->invstd));
+    if (c->p->i[0]) {
+        if (!c->needs[0]) return;
+        const tc_tensor *gm = bn_row(A, gs, 0, &v->chan), *gi = bn_row(A, gs, 1, &v->chan);
+        const tc_tensor *t = tc_ga_sub(A, gm, tc_ga_mul(A, tc_ga_mul(A, gi, i3), tc_ga_sub(A, v->xf, v->mean)));
+        bn_accum(A, bn_as(A, tc_ga_reshape(A, tc_ga_scale(A, t, 1 / v->M), &c->meta[0]), &c->meta[0]), &gin[0]);
+        return;
+    }
+    if (c->needs[3]) bn_accum(A, bn_as(A, bn_row(A, gs, 0, NULL), &c->meta[3]), &gin[3]);
+    if (c->needs[4]) {
+        const tc_tensor *t = tc_ga_mul(A, bn_row(A, gs, 1, NULL), tc_ga_reshape(A, i3, &v->vec));
+        bn_accum(A, bn_as(A, tc_ga_scale(A, t, -0.5), &c->meta[4]), &gin[4]);
+    }
+}
+
+/* gx, gw, gb of y from ops (create_graph). */
+static void bn_composed(tc_garena *A, const tc_grad_ctx *c, const bn_view *v, tc_tensor **gin)
+{
+    const tc_tensor *w = c->in[1];
+    const tc_tensor *gf = tc_ga_reshape(A, bn_as(A, G0, &v->flat), &v->flat);
+    const tc_tensor *xhat = tc_ga_mul(A, tc_ga_sub(A, v->xf, v->mean), v->invstd);
+    const tc_tensor *gw = bn_csum(A, tc_ga_mul(A, gf, xhat)), *gb = bn_csum(A, gf);
+    if (c->needs[0]) {
+        const tc_tensor *scale = w ? tc_ga_mul(A, v->invstd, tc_ga_reshape(A, bn_as(A, w, &v->chan), &v->chan))
+                                   : v->invstd;
+        const tc_tensor *inner = gf;
+        if (c->p->i[0])
+            inner = tc_ga_sub(A, tc_ga_sub(A, gf, tc_ga_scale(A, gb, 1 / v->M)),
+                              tc_ga_mul(A, xhat, tc_ga_scale(A, gw, 1 / v->M)));
+        bn_accum(A, bn_as(A, tc_ga_reshape(A, tc_ga_mul(A, inner, scale), &c->meta[0]), &c->meta[0]), &gin[0]);
+    }
+    const tc_tensor *gwv = tc_ga_reshape(A, gw, &v->vec), *gbv = tc_ga_reshape(A, gb, &v->vec);
+    if (c->needs[1]) bn_accum(A, bn_as(A, gwv, &c->meta[1]), &gin[1]);
+    if (c->needs[2]) bn_accum(A, bn_as(A, gbv, &c->meta[2]), &gin[2]);
+    if (!c->p->i[0]) bn_running_grads(A, c, v, gwv, gbv, gin);
+}
+
+/* gx, gw, gb of y with batch_norm_backward (one pass over the data). */
+static void bn_fused(tc_garena *A, const tc_grad_ctx *c, const bn_view *v, tc_tensor **gin)
+{
+    if (A->err) return;
+    const tc_tensor *in[4] = {G0, c->in[0], c->in[1], c->out[1]};
+    tc_tensor *res[2] = {NULL, NULL};
+    tc_params p = {.i = {c->p->i[0] != 0}};
+    tc_status s = tc_op_run(TC_OP_BATCH_NORM_BACKWARD, in, 4, &p, res, 2);
+    if (s) {
+        A->err = s;
+        return;
+    }
+    tc_ga_keep(A, TC_OK, res[0]);
+    tc_ga_keep(A, TC_OK, res[1]);
+    const tc_tensor *gw = bn_row(A, res[1], 0, NULL), *gb = bn_row(A, res[1], 1, NULL);
+    if (c->needs[0]) bn_accum(A, res[0], &gin[0]);
+    if (c->needs[1]) bn_accum(A, bn_as(A, gw, &c->meta[1]), &gin[1]);
+    if (c->needs[2]) bn_accum(A, bn_as(A, gb, &c->meta[2]), &gin[2]);
+    if (!c->p->i[0]) bn_running_grads(A, c, v, gw, gb, gin);
+}
+
+/* batch_norm(x, w, b, running_mean, running_var) -> y, stats. Written out rather than with
+ * TC_GRAD_RULE: the weight is saved when there is one but may be absent (NULL), which
+ * tc_g_begin would report as a missing saved input. */
+static tc_status bn_rule_body(const tc_grad_ctx *c, tc_tensor **gin)
+{
+    /* two arenas: a rule's temporaries are bounded (TC_GA_MAX) */
+    tc_garena A_ = {0}, *A = &A_, B_ = {0}, *B = &B_;
+    bool composed = tc_grad_enabled() != 0;
+    bn_view v;
+    bn_view_make(A, c, composed || c->gout[1], composed && c->p->i[0], &v);
+    if (G0 && composed) bn_composed(A, c, &v, gin);
+    else if (G0) bn_fused(A, c, &v, gin);
+    if (c->gout[1]) {
+        B->err = A->err;
+        bn_stats_grads(B, c, &v, gin);
+    }
+    tc_status sb = tc_ga_done(B), sa = tc_ga_done(A);
+    return sa ? sa : sb;
+}
+
+static tc_status bn_rule(const tc_grad_ctx *c, tc_tensor **gin)
+{
+    bool zero = false;
+    TRY(tc_g_begin(c, TC_SAVE_IN0 | TC_SAVE_OUT1, &zero));
+    if (zero) return TC_OK;
+    if (!c->out[1]) return tc_set_error(TC_ERR_INTERNAL, "batch_norm backward: the stats output was not saved");
+    return tc_g_end(c, bn_rule_body(c, gin), gin);
+}
+
 void tc_grad_rules_nn(tc_grad_rule *t)
 {
+    t[TC_OP_BATCH_NORM] = (tc_grad_rule){bn_rule, TC_SAVE_IN0 | TC_SAVE_IN1 | TC_SAVE_OUT1};
     TC_GRAD_REG(t, CONV2D, conv2d_rule);
     TC_GRAD_REG(t, CONV_TRANSPOSE2D, conv_transpose2d_rule);
     TC_GRAD_REG(t, CONV2D_WEIGHT, conv2d_weight_rule);

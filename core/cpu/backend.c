@@ -16,6 +16,8 @@
 #define CPU_KERNEL_CONV tc_cpu_conv
 #define CPU_KERNEL_POOL tc_cpu_pool
 #define CPU_KERNEL_SOFTMAX tc_cpu_softmax
+#define CPU_KERNEL_NORM tc_cpu_norm
+#define CPU_KERNEL_RNN tc_cpu_rnn
 
 const tc_backend tc_cpu_backend = {
     .name = "cpu",

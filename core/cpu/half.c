@@ -20,7 +20,7 @@ static tc_status to_f32(const tc_tensor *t, tc_tensor **out)
 
 tc_status tc_cpu_with_f32(const tc_kcall *k, tc_kernel fn)
 {
-    enum { MAXT = 8 };
+    enum { MAXT = 12 }; /* rnn_backward has 9 inputs */
     const tc_tensor *in[MAXT] = {0};
     tc_tensor *out[2] = {0}, *tmp[MAXT + 2] = {0};
     int ntmp = 0;

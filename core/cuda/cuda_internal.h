@@ -16,11 +16,55 @@ CU_HIDDEN tc_status cu_fail(tc_status code, const char *fmt, ...) __attribute__(
 /* TC_OK when e is cudaSuccess; otherwise clears CUDA's non-sticky error state and fails
  * with "what: <cudaGetErrorString> (<cudaGetErrorName>)" and a code mapped from e. */
 CU_HIDDEN tc_status cu_check(cudaError_t e, const char *what);
-/* Makes dev current on this thread (CUDA keeps the current device per thread). */
+/* Makes dev current on this thread (CUDA keeps the current device per thread) and the
+ * device whose current stream cu_stream() gives. */
 CU_HIDDEN tc_status cu_use_device(int dev);
 
-/* Scratch device memory (runtime.cu): the caching allocator of dev. Blocks belong to the
- * default stream, so freeing one right after queueing the kernels that use it is safe. */
+/* ---- streams (stream.cu) ---------------------------------------------------------------- */
+/* The calling thread's current stream on the device last made current by cu_use_device
+ * (NULL: the legacy default stream). EVERY launch, cuBLAS/cuDNN/cub call, memset and copy
+ * in this library goes on it: `kernel<<<grid, block, shmem, cu_stream()>>>`. */
+CU_HIDDEN cudaStream_t cu_stream(void);
+/* Whether this thread has a CUDA graph capture open on dev: code that would wait for the
+ * device (a host read, a timing search) must refuse or take another way then. */
+CU_HIDDEN bool cu_capturing(int dev);
+/* Whether this thread captures on any device (cudaFree and cudaFreeHost must wait). */
+CU_HIDDEN bool cu_capturing_any(void);
+/* The key the caching allocator files dev's allocations of this thread under: the open
+ * capture's private pool, else the current stream. */
+CU_HIDDEN uintptr_t cu_alloc_key(int dev);
+/* Open and close a private pool of the caching allocator (runtime.cu owns it). */
+CU_HIDDEN tc_status cu_pool_open(int dev, uintptr_t *key);
+CU_HIDDEN tc_status cu_pool_close(int dev, uintptr_t key);
+/* The version-4 entries of the table (stream.cu; contracts in cuda_api.h). */
+CU_HIDDEN tc_status cu_stream_create(int dev, void **stream);
+CU_HIDDEN tc_status cu_stream_destroy(int dev, void *stream);
+CU_HIDDEN tc_status cu_stream_synchronize(int dev, void *stream);
+CU_HIDDEN tc_status cu_stream_query(int dev, void *stream, int *done);
+CU_HIDDEN tc_status cu_set_stream(int dev, void *stream);
+CU_HIDDEN tc_status cu_event_create(int dev, int timing, void **event);
+CU_HIDDEN tc_status cu_event_destroy(int dev, void *event);
+CU_HIDDEN tc_status cu_event_record(int dev, void *event, void *stream);
+CU_HIDDEN tc_status cu_event_wait(int dev, void *stream, void *event);
+CU_HIDDEN tc_status cu_event_synchronize(int dev, void *event);
+CU_HIDDEN tc_status cu_event_query(int dev, void *event, int *done);
+CU_HIDDEN tc_status cu_event_elapsed(int dev, void *start, void *end, float *ms);
+CU_HIDDEN tc_status cu_host_alloc(size_t nbytes, void **ptr);
+CU_HIDDEN tc_status cu_host_release(void *ptr);
+CU_HIDDEN tc_status cu_copy_h2d_async(int dev, void *dst, const void *src, size_t nbytes);
+CU_HIDDEN tc_status cu_copy_d2h_async(int dev, void *dst, const void *src, size_t nbytes);
+CU_HIDDEN tc_status cu_capture_begin(int dev, void *stream);
+CU_HIDDEN tc_status cu_capture_end(int dev, void *stream, void **graph);
+CU_HIDDEN tc_status cu_graph_launch(int dev, void *graph, void *stream);
+CU_HIDDEN tc_status cu_graph_destroy(int dev, void *graph);
+CU_HIDDEN tc_status cu_is_capturing(int dev, int *yes);
+/* A synchronous copy_h2d of nbytes while capturing on dev: staged through the capture's
+ * page-locked memory and queued on the capture stream (at most TC_CUDA_CAPTURE_H2D_MAX). */
+CU_HIDDEN tc_status cu_capture_stage_h2d(int dev, void *dst, const void *src, size_t nbytes);
+
+/* Scratch device memory (runtime.cu): the caching allocator of dev. A block belongs to
+ * the stream current at allocation (or to the open capture's pool), so freeing one right
+ * after queueing the kernels that use it on that stream is safe. */
 CU_HIDDEN tc_status cu_scratch_alloc(int dev, size_t nbytes, void **ptr);
 CU_HIDDEN tc_status cu_scratch_free(int dev, void *ptr);
 
@@ -55,6 +99,8 @@ CU_HIDDEN tc_status cu_op_join(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_matmul(int dev, const tc_cuda_call *c); /* cuBLAS */
 CU_HIDDEN tc_status cu_op_conv(int dev, const tc_cuda_call *c);   /* cuDNN */
 CU_HIDDEN tc_status cu_op_pool(int dev, const tc_cuda_call *c);   /* cuDNN */
+CU_HIDDEN tc_status cu_op_norm(int dev, const tc_cuda_call *c);   /* cuDNN batch norm (dnn_bn.cu) */
+CU_HIDDEN tc_status cu_op_rnn(int dev, const tc_cuda_call *c);    /* cuDNN RNN (dnn_rnn.cu) */
 /* set_flag() of the table: TF32 and cuDNN benchmark switches (read by the cuBLAS/cuDNN code). */
 CU_HIDDEN tc_status cu_set_flag(int flag, int64_t value);
 CU_HIDDEN extern int cu_allow_tf32, cu_cudnn_benchmark;

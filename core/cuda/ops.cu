@@ -59,6 +59,8 @@ tc_status cu_run(int dev, const tc_cuda_call *c)
     case TC_KIND_MATMUL: return cu_op_matmul(dev, c);
     case TC_KIND_CONV: return cu_op_conv(dev, c);
     case TC_KIND_POOL: return cu_op_pool(dev, c);
+    case TC_KIND_NORM: return cu_op_norm(dev, c);
+    case TC_KIND_RNN: return cu_op_rnn(dev, c);
     default: return cu_unsupported(c); /* views never reach a backend: they copy nothing */
     }
 }

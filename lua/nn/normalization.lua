@@ -1,8 +1,10 @@
 -- nn/normalization.lua -- batch normalization (plain, spatial, volumetric), cross-map local
 -- response normalization and Lp normalization, Torch7's semantics and field names.
 --
--- Forwards are out-of-place tensor ops (the tape gives the backward). The running
--- statistics are buffers updated under no_grad, Torch7's momentum rule:
+-- Forwards are out-of-place tensor ops (the tape gives the backward); batch normalization is
+-- the batch_norm op (torch.batch_norm: one pass per statistic on the CPU, cuDNN on the GPU,
+-- its backward one fused op). The running statistics are buffers updated under no_grad from
+-- the op's stats (mean, invstd), Torch7's momentum rule:
 --   running_mean = (1 - momentum) * running_mean + momentum * batch_mean
 --   running_var  = (1 - momentum) * running_var  + momentum * unbiased_batch_var
 -- while the batch itself is normalised with the biased variance (as Torch7 and PyTorch).
@@ -77,38 +79,33 @@ function BN:updateOutput(input)
       U.raise(self, 'got %d-feature tensor, expected %d (input size %s)', input:size(fd), C,
               U.describe(input))
    end
-   -- shape that broadcasts a (C) vector along the feature dim of input
-   local bshape = torch.LongStorage(iDim):fill(1)
-   bshape[fd] = C
-   local mean, invstd
-   if self.train then
-      -- (C, everything else): statistics over each row
-      local flat = input:transpose(1, fd):contiguous():view(C, -1)
-      local n = flat:size(2)
-      if n < 2 then
-         U.raise(self, 'expected more than 1 value per feature in training, got input size %s',
-                 U.describe(input))
-      end
-      mean = flat:mean(2)
-      local centered = flat - mean
-      local var = torch.cmul(centered, centered):mean(2)
-      invstd = torch.pow(var + self.eps, -0.5)
-      nn._no_grad(function()
-         local m = self.momentum
-         local rm, rv = self.running_mean, self.running_var
-         rm:mul(1 - m):add(m, mean:view(C):typeAs(rm))
-         rv:mul(1 - m):add(m * n / (n - 1), var:view(C):typeAs(rv))
-         self.save_mean = mean:view(C):clone()
-         self.save_std = invstd:view(C):clone()
-      end)
-      mean, invstd = mean:view(bshape), invstd:view(bshape)
-   else
-      mean = self.running_mean:view(bshape)
-      invstd = torch.pow(self.running_var + self.eps, -0.5):view(bshape)
+   local single, x = iDim == nDim - 1, input
+   if single then -- evaluation of one sample: a batch of one
+      local sz = U.sizes(input)
+      table.insert(sz, 1, 1)
+      x = input:view(torch.LongStorage(sz))
    end
-   local y = torch.cmul(input - mean, invstd)
-   if self.weight then y = torch.cmul(y, self.weight:view(bshape)) end
-   if self.bias then y = y + self.bias:view(bshape) end
+   if self.train and x:nElement() / C < 2 then
+      U.raise(self, 'expected more than 1 value per feature in training, got input size %s',
+              U.describe(input))
+   end
+   -- one op (batch_norm: a CPU kernel, cuDNN on the GPU); stats = (mean, invstd) used
+   local y, stats = torch.batch_norm(x, self.weight, self.bias, self.running_mean,
+                                     self.running_var, self.train, self.eps)
+   if self.train then
+      nn._no_grad(function()
+         local m, n = self.momentum, x:nElement() / C
+         local rm, rv = self.running_mean, self.running_var
+         local mean, invstd = stats:select(1, 1), stats:select(1, 2)
+         -- the biased batch variance back from invstd = 1/sqrt(var + eps)
+         local var = torch.pow(invstd, -2):add(-self.eps)
+         rm:mul(1 - m):add(m, mean:typeAs(rm))
+         rv:mul(1 - m):add(m * n / (n - 1), var:typeAs(rv))
+         self.save_mean = mean:clone()
+         self.save_std = invstd:clone()
+      end)
+   end
+   if single then y = y:view(input:size()) end
    self.output = y
    return y
 end

@@ -17,10 +17,13 @@
 -- batch, H), also returned as extra values by updateOutput. Dropout (training only) is
 -- applied between layers.
 --
--- The forward is written with out-of-place ops, so gradients come from the autograd tape.
--- Speed: the input projection is one matmul per chunk of `chunkSize` (8) time steps (both
--- biases folded in where the equations allow); each step then costs one addmm with W_hh
--- and a few elementwise ops on (batch x G*H).
+-- Each layer is one `rnn` op of the C core (ops.def: the whole sequence, one direction;
+-- CPU: core/cpu/rnn.c, CUDA: cuDNN), so a layer is one node on the autograd tape and in a
+-- compiled graph, and its backward is one `rnn_backward` op. That op has no gradient of
+-- its own: for gradients of gradients (create_graph) set `module.fused = false`, which
+-- selects the per-step path below, written with ordinary out-of-place ops (its input
+-- projection is one matmul per chunk of `chunkSize` (8) time steps; each step one addmm
+-- with W_hh and a few elementwise ops on (batch x G*H)). Both give the same values.
 local nn = nn
 local fmt = string.format
 local unpack = table.unpack or unpack
@@ -158,6 +161,34 @@ local function catMany(list, dim)
    return catMany(parts, dim)
 end
 
+-- The rnn op's mode numbers (ops.def).
+local MODE_ID = {RNN_TANH = 0, RNN_RELU = 1, LSTM = 2, GRU = 3}
+local C, IN, P = torch._C, torch._IN, torch._P
+
+-- One layer as one rnn op. xin: (T, B, nin) or (B, T, nin) per tdim; h, c: (B, H) or nil.
+-- Same results as _layer.
+function RNNBase:_fusedLayer(l, xin, h, c, tdim)
+   local H = self.hiddenSize
+   local x = tdim == 1 and xin or xin:transpose(1, 2)      -- the op reads (T, B, nin)
+   local B = x:size(2)
+   local hx
+   if h then
+      hx = c and torch.cat({h:view(1, B, H), c:view(1, B, H)}, 1) or h:view(1, B, H)
+   end
+   IN[0], IN[1] = x.p, hx and hx.p or nil
+   IN[2], IN[3] = self['weight_ih_l' .. l].p, self['weight_hh_l' .. l].p
+   local b_ih, b_hh = self['bias_ih_l' .. l], self['bias_hh_l' .. l]
+   IN[4], IN[5] = b_ih and b_ih.p or nil, b_hh and b_hh.p or nil
+   P.i[0] = MODE_ID[self.mode]
+   -- y: every step's h; reserve: the gates (and LSTM's cell states, c_T among them)
+   local y, reserve = torch._math.run2(C.TC_OP_RNN, 6, nil, nil, 3)
+   local T = y:size(1)
+   h = y:select(1, T)
+   c = self.mode == 'LSTM' and reserve:select(1, T):narrow(2, 4 * H + 1, H) or nil
+   if tdim == 2 then y = y:transpose(1, 2):contiguous() end
+   return y, h, c
+end
+
 -- One layer over the whole sequence. xin: (T, B, nin) or (B, T, nin) per tdim (1 or 2).
 -- Returns the outputs (same layout, H features) and the final h (and c).
 function RNNBase:_layer(l, xin, h, c, tdim)
@@ -229,7 +260,11 @@ function RNNBase:updateOutput(input)
       local h = h0 and h0:select(1, l + 1) or nil
       local c = c0 and c0:select(1, l + 1) or nil
       local out
-      out, h, c = self:_layer(l, layerIn, h, c, tdim)
+      if self.fused == false then
+         out, h, c = self:_layer(l, layerIn, h, c, tdim)
+      else
+         out, h, c = self:_fusedLayer(l, layerIn, h, c, tdim)
+      end
       hs[l + 1] = h:view(1, B, H)
       if lstm then cs[l + 1] = c:view(1, B, H) end
       if self.dropout > 0 and self.train ~= false and l < L - 1 then

@@ -228,3 +228,33 @@ for name, op in pairs({softmax = C.TC_OP_SOFTMAX, log_softmax = C.TC_OP_LOG_SOFT
    end
    torch[name], methods[name] = f, f
 end
+
+---------------------------------------------------------------------------------------------
+-- Batch normalization
+---------------------------------------------------------------------------------------------
+
+-- torch.batch_norm(input, weight, bias, running_mean, running_var, training [, eps=1e-5])
+--   -> output, stats.   input (N, C), (N, C, L), (N, C, H, W) or (N, C, D, H, W); weight,
+-- bias (C) or nil; running_mean / running_var (C), read in evaluation only (nil allowed in
+-- training). stats (2, C): the mean and 1/sqrt(var + eps) used (batch statistics, biased
+-- variance, in training). Pure: the running statistics are not updated here (nn's
+-- BatchNormalization does that from stats). Differentiable in input, weight and bias.
+function torch.batch_norm(input, weight, bias, running_mean, running_var, training, eps)
+   local name = 'batch_norm'
+   tp(input, name)
+   for _, a in ipairs({{weight, 'weight'}, {bias, 'bias'}, {running_mean, 'running_mean'},
+                       {running_var, 'running_var'}}) do
+      if a[1] ~= nil and not isT(a[1]) then
+         argerror(name, 'expected a tensor or nil for ' .. a[2] .. ', got ' .. describe(a[1]), 2)
+      end
+   end
+   local train = bool_arg(training, false, name, 'training', 2)
+   if eps ~= nil and type(eps) ~= 'number' then
+      argerror(name, 'expected a number for eps, got ' .. describe(eps), 2)
+   end
+   IN[0], IN[1], IN[2] = input.p, weight ~= nil and weight.p or nil, bias ~= nil and bias.p or nil
+   IN[3] = running_mean ~= nil and running_mean.p or nil
+   IN[4] = running_var ~= nil and running_var.p or nil
+   P.s[0], P.i[0] = eps or 1e-5, train and 1 or 0
+   return run2(C.TC_OP_BATCH_NORM, 5, nil, nil, 2)
+end

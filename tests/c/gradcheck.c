@@ -94,7 +94,8 @@ static tc_status run_rule(tc_op op, const tc_tensor *const *in, int nin, const t
     for (int i = 0; i < nin; i++) {
         bool saved = (rule->save & TC_SAVE_ALL_IN) || (i < 3 && (rule->save & (TC_SAVE_IN0 << i)));
         sin[i] = saved ? in[i] : NULL;
-        tc_tmeta_of(in[i], &meta[i]);
+        if (in[i]) tc_tmeta_of(in[i], &meta[i]); /* absent optional inputs (rnn's states, biases) */
+        else memset(&meta[i], 0, sizeof meta[i]);
         needs[i] = needs_in ? needs_in[i] : is_float(in[i]);
         gin[i] = NULL;
     }

@@ -27,7 +27,7 @@ typedef struct gcase {
     char op[64];
     tc_params p;
     int nin, nout;
-    gtensor in[8], out[2], outshape;
+    gtensor in[12], out[2], outshape; /* rnn_backward has 9 inputs */
 } gcase;
 
 static int dtype_by_name(const char *s)
@@ -99,7 +99,7 @@ static int read_case(FILE *f, gcase *c)
                 c->p.shape[k] = v;
             }
         } else if (strcmp(tok, "in") == 0) {
-            if (c->nin >= 8 || !read_tensor(f, &c->in[c->nin++], 1)) return -1;
+            if (c->nin >= 12 || !read_tensor(f, &c->in[c->nin++], 1)) return -1;
         } else if (strcmp(tok, "outshape") == 0) {
             if (!read_tensor(f, &c->outshape, 0)) return -1;
         } else if (strcmp(tok, "out") == 0) {
@@ -156,7 +156,7 @@ static int cases_per_op[TC_OP_COUNT];
 static tc_status run_compiled(int op, tc_tensor **ins, int nin, const tc_params *p, tc_tensor **out, int nout)
 {
     tc_graph *g = NULL;
-    const tc_tensor *args[8];
+    const tc_tensor *args[12];
     int nargs = 0;
     TRY(tc_trace_begin(&g));
     tc_status s = TC_OK;
@@ -191,7 +191,7 @@ static int run_case_on(gcase *c, bool compiled, int device)
     }
     if (!compiled) cases_per_op[op]++;
     const tc_opinfo *info = tc_op_info((tc_op)op);
-    tc_tensor *ins[8] = {0};
+    tc_tensor *ins[12] = {0};
     tc_tensor *out[2] = {0};
     int ok = 1;
     for (int i = 0; i < c->nin; i++) ins[i] = c->in[i].present ? make_tensor(&c->in[i]) : NULL;
@@ -491,7 +491,7 @@ TEST(conformance_bad_input_every_op)
         const tc_opinfo *info = tc_op_info((tc_op)op);
         char name[80];
         snprintf(name, sizeof name, "%s:", info->name);
-        const tc_tensor *ins[9] = {f, f, f, f, f, f, f, f, f};
+        const tc_tensor *ins[13] = {f, f, f, f, f, f, f, f, f, f, f, f, f};
         tc_tensor *out[2] = {0};
         if (info->nin >= 0) /* one input too many */
             CHECK_ERR(tc_op_run((tc_op)op, ins, info->nin + 1, NULL, out, info->nout), TC_ERR_ARG, name);
@@ -502,7 +502,7 @@ TEST(conformance_bad_input_every_op)
         if (info->nin >= 1 && info->kind != TC_KIND_SELECT && info->kind != TC_KIND_RANDOM) {
             const tc_tensor *wrong = !(info->flags & TC_OPF_FLT) ? f : !(info->flags & TC_OPF_INT) ? i32 : NULL;
             if (wrong) {
-                const tc_tensor *wins[4] = {wrong, wrong, wrong, wrong};
+                const tc_tensor *wins[9] = {wrong, wrong, wrong, wrong, wrong, wrong, wrong, wrong, wrong};
                 CHECK_ERR(tc_op_run((tc_op)op, wins, info->nin, NULL, out, info->nout), TC_ERR_DTYPE, name);
             }
         }

@@ -361,5 +361,148 @@ xl = rnd(2, 40, dtype=torch.float32, lo=-30, hi=30)
 case('softmax', [xl], [torch.softmax(xl.double(), 1).float()], i=(1, 0, 0, 0))
 case('log_softmax', [xl], [torch.log_softmax(xl.double(), 1).float()], i=(1, 0, 0, 0))
 
+# ---- batch normalization (s0 = eps, i0 = training; stats = (mean, invstd) as (2, C)) ----------
+# Own generator: these values do not depend on what the cases above consumed.
+bn_gen = torch.Generator().manual_seed(4321)
+
+
+def bn_rnd(*shape, dtype=torch.float64, lo=-2.0, hi=2.0):
+    return (torch.rand(*shape, dtype=torch.float64, generator=bn_gen) * (hi - lo) + lo).to(dtype)
+
+
+def bn_ref(x, w, b, rm, rv, train, eps):
+    """y and stats in float64 (PyTorch's native_batch_norm), and the backward of y."""
+    xd = x.double().requires_grad_()
+    C = x.shape[1]
+    wd = (w.double() if w is not None else torch.ones(C, dtype=torch.float64)).requires_grad_()
+    bd = (b.double() if b is not None else torch.zeros(C, dtype=torch.float64)).requires_grad_()
+    if train:
+        y, mean, invstd = torch.native_batch_norm(xd, wd, bd, None, None, True, 0.1, eps)
+    else:
+        y, _, _ = torch.native_batch_norm(xd, wd, bd, rm.double(), rv.double(), False, 0.1, eps)
+        mean, invstd = rm.double(), 1 / torch.sqrt(rv.double() + eps)
+    return xd, wd, bd, y, torch.stack([mean, invstd]).detach()
+
+
+def bn_cases(shape, dt, affine, eps, sdt=None):
+    sdt = sdt or dt  # the per-channel / stats dtype (float32 beside f16/bf16)
+    C = shape[1]
+    x = bn_rnd(*shape, dtype=dt, lo=-3, hi=3)
+    w = bn_rnd(C, dtype=sdt, lo=0.5, hi=1.5) if affine else None
+    b = bn_rnd(C, dtype=sdt) if affine else None
+    rm, rv = bn_rnd(C, dtype=sdt, lo=-0.5, hi=0.5), bn_rnd(C, dtype=sdt, lo=0.5, hi=2)
+    for train in (1, 0):
+        xd, wd, bd, y, stats = bn_ref(x, w, b, rm, rv, train, eps)
+        ins = [x, w, b, None if train else rm, None if train else rv]
+        case('batch_norm', ins, [y.detach().to(dt), stats.to(sdt)], s=(eps, 0), i=(train, 0, 0, 0))
+        go = bn_rnd(*shape, dtype=dt)
+        gx, gw, gb = torch.autograd.grad(y, (xd, wd, bd), go.double())
+        case('batch_norm_backward', [go, x, w, stats.to(sdt)], [gx.to(dt), torch.stack([gw, gb]).to(sdt)],
+             i=(train, 0, 0, 0))
+
+
+for dt in (torch.float32, torch.float64):
+    bn_cases((5, 3), dt, True, 1e-5)
+    bn_cases((70, 2), dt, False, 1e-3)
+    bn_cases((2, 3, 5), dt, False, 1e-5)
+    bn_cases((2, 4, 3, 5), dt, True, 1e-5)
+    bn_cases((2, 2, 2, 3, 2), dt, True, 0.01)
+    bn_cases((3, 2, 37), dt, True, 1e-5)
+bn_cases((2, 3, 4), torch.float16, True, 1e-5, torch.float32)
+bn_cases((2, 3, 2, 2), torch.bfloat16, True, 1e-5, torch.float32)
+
+# ---- recurrent layers: rnn / rnn_backward (i0 = mode: 0 tanh, 1 relu, 2 LSTM, 3 GRU) ----------
+# Own generator: these values do not depend on what the cases above consumed. The reserve
+# (LSTM: s(i) s(f) tanh(g) s(o) c, GRU: r z n (W_hn h + b_hn) per step) comes from a step
+# loop in float64 whose y is checked against torch.nn.LSTM / GRU / RNN.
+rnn_gen = torch.Generator().manual_seed(2718)
+RNN_MODES = {0: ('RNN', 1), 1: ('RNN', 1), 2: ('LSTM', 4), 3: ('GRU', 3)}
+
+
+def rnn_rnd(*shape, dtype=torch.float64, lo=-1.0, hi=1.0):
+    return (torch.rand(*shape, dtype=torch.float64, generator=rnn_gen) * (hi - lo) + lo).to(dtype)
+
+
+def rnn_ref(mode, x, hx, w_ih, w_hh, b_ih, b_hh):
+    """y (T,N,H) and the reserve (T,N,R), differentiable, by PyTorch's equations."""
+    T, N = x.shape[0], x.shape[1]
+    H = w_hh.shape[1]
+    h = hx[0]
+    c = hx[1] if mode == 2 else None
+    ys, rs = [], []
+    for t in range(T):
+        gi = x[t] @ w_ih.t() + (b_ih if b_ih is not None else 0)
+        gh = h @ w_hh.t() + (b_hh if b_hh is not None else 0)
+        if mode == 2:
+            g = gi + gh
+            i, f = torch.sigmoid(g[:, :H]), torch.sigmoid(g[:, H:2 * H])
+            gg, o = torch.tanh(g[:, 2 * H:3 * H]), torch.sigmoid(g[:, 3 * H:])
+            c = f * c + i * gg
+            h = o * torch.tanh(c)
+            rs.append(torch.cat([i, f, gg, o, c], 1))
+        elif mode == 3:
+            r = torch.sigmoid(gi[:, :H] + gh[:, :H])
+            z = torch.sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+            hn = gh[:, 2 * H:]
+            n = torch.tanh(gi[:, 2 * H:] + r * hn)
+            h = (1 - z) * n + z * h
+            rs.append(torch.cat([r, z, n, hn], 1))
+        else:
+            pre = gi + gh
+            h = torch.tanh(pre) if mode == 0 else torch.relu(pre)
+            rs.append(torch.zeros(N, 0, dtype=x.dtype))
+        ys.append(h)
+    return torch.stack(ys), torch.stack(rs)
+
+
+def rnn_cases(mode, T, N, I, H, dt, with_hx, bias, grads=True):
+    kind, G = RNN_MODES[mode]
+    S = 2 if mode == 2 else 1
+    R = {2: 5 * H, 3: 4 * H}.get(mode, 0)
+    x = rnn_rnd(T, N, I, dtype=dt, lo=-2, hi=2)
+    hx = rnn_rnd(S, N, H, dtype=dt) if with_hx else None
+    w_ih, w_hh = rnn_rnd(G * H, I, dtype=dt), rnn_rnd(G * H, H, dtype=dt)
+    b_ih, b_hh = (rnn_rnd(G * H, dtype=dt), rnn_rnd(G * H, dtype=dt)) if bias else (None, None)
+    ins = [v.double().requires_grad_() if v is not None else None for v in (x, hx, w_ih, w_hh, b_ih, b_hh)]
+    if not with_hx:
+        ins[1] = torch.zeros(S, N, H, dtype=torch.float64, requires_grad=True)
+    y, res = rnn_ref(mode, *ins)
+    # the step loop is PyTorch's layer
+    args = {'nonlinearity': 'relu' if mode == 1 else 'tanh'} if kind == 'RNN' else {}
+    m = getattr(torch.nn, kind)(I, H, bias=bias, **args).double()
+    with torch.no_grad():
+        m.weight_ih_l0.copy_(ins[2])
+        m.weight_hh_l0.copy_(ins[3])
+        if bias:
+            m.bias_ih_l0.copy_(ins[4])
+            m.bias_hh_l0.copy_(ins[5])
+        ym = m(ins[0], (ins[1][0:1], ins[1][1:2]) if mode == 2 else ins[1])[0]
+    assert torch.allclose(ym, y, rtol=1e-12, atol=1e-12)
+    case('rnn', [x, hx, w_ih, w_hh, b_ih, b_hh], [y.detach().to(dt), res.detach().to(dt)], i=(mode, 0, 0, 0))
+    if not grads:
+        return
+    for gy, gr in ((True, True), (True, False), (False, True)):
+        if mode < 2 and not gy:
+            continue  # RNN's reserve is empty: a gradient of y is needed
+        dy = rnn_rnd(T, N, H, dtype=dt) if gy else None
+        dres = rnn_rnd(T, N, R, dtype=dt) if gr else None
+        loss = (y * dy.double()).sum() if gy else 0
+        loss = loss + ((res * dres.double()).sum() if gr else 0)
+        wrt = [v for v in ins if v is not None]
+        gs = torch.autograd.grad(loss, wrt, retain_graph=True)
+        flat = torch.cat([g.flatten() for g in gs[1:]])
+        b = torch.stack([b_ih, b_hh]) if bias else None
+        case('rnn_backward', [x, hx, w_ih, w_hh, b, y.detach().to(dt), res.detach().to(dt), dy, dres],
+             [gs[0].to(dt), flat.to(dt)], i=(mode, 0, 0, 0))
+
+
+for mode in (0, 1, 2, 3):
+    rnn_cases(mode, 3, 2, 3, 2, torch.float64, True, True)
+    rnn_cases(mode, 4, 3, 2, 3, torch.float32, False, True)
+    rnn_cases(mode, 2, 1, 4, 3, torch.float64, False, False)
+    rnn_cases(mode, 5, 2, 3, 4, torch.float32, True, False)
+rnn_cases(2, 3, 2, 3, 2, torch.float16, True, True, grads=False)
+rnn_cases(3, 2, 2, 3, 2, torch.bfloat16, True, True, grads=False)
+
 print(f'# generated by tests/golden/gen_golden.py with torch {torch.__version__}; {len(cases)} cases')
 print('\n\n'.join(cases))

@@ -1,7 +1,8 @@
 -- tests/lua/nn_recurrent_spec.lua -- nn.RNN / nn.LSTM / nn.GRU (lua/nn/recurrent.lua):
 -- outputs, final states and every gradient against PyTorch 1.13 (2 layers, both batch
 -- layouts, with initial states; tests/golden/gen_nn_seq.py), the module contract through
--- checkModule (float64 finite differences), dropout between layers, bad input.
+-- checkModule (float64 finite differences), dropout between layers, bad input; each on the
+-- fused path (one rnn op per layer) and on the per-step path (module.fused = false).
 require 'nn'
 local H = dofile('tests/lua/nn_helper.lua')
 local U = dofile('tests/lua/spec_util.lua')
@@ -30,9 +31,11 @@ describe('nn recurrent layers', function()
 
    -- chunkSize 2 splits the 3 steps' input projection into matmuls of 2 and 1 steps
    for name, K in pairs({rnn_tanh = 0, rnn_relu_bf = 0, lstm = 0, lstm_bf = 0, gru = 0, gru_bf = 0,
-                         lstm_chunked = 2, gru_bf_chunked = 2}) do
+                         lstm_chunked = 2, gru_bf_chunked = 2, rnn_tanh_steps = -1, rnn_relu_bf_steps = -1,
+                         lstm_steps = -1, lstm_bf_steps = -1, gru_steps = -1, gru_bf_steps = -1}) do
       it('match PyTorch: ' .. name, function()
-         local m, c = fromGolden((name:gsub('_chunked$', '')))
+         local m, c = fromGolden((name:gsub('_chunked$', ''):gsub('_steps$', '')))
+         if K ~= 0 then m.fused = false end        -- the per-step path (chunked: chunkSize K)
          if K > 0 then m.chunkSize = K end
          local x, h0 = T(c.input):requires_grad_(true), T(c.h0):requires_grad_(true)
          local c0 = c.c0 and T(c.c0):requires_grad_(true)
@@ -91,6 +94,28 @@ describe('nn recurrent layers', function()
       assert.are.equal('nn.LSTM(5 -> 4, 2 layers)', tostring(m))
    end)
 
+   it('run one rnn op per layer, or the per-step ops with fused = false', function()
+      local x = torch.randn(4, 2, 3)
+      for _, cls in ipairs({'RNN', 'LSTM', 'GRU'}) do
+         local m = nn[cls](3, 5, 2)
+         local out = m(x)
+         assert.are.equal('RnnBackward', tostring(out.grad_fn))
+         m.fused = false
+         local ref = m(x)
+         assert.are_not.equal('RnnBackward', tostring(ref.grad_fn))
+         near(out, ref, 1e-12, cls)
+      end
+      -- gradients of gradients need the per-step path; the fused op says so
+      local m = nn.GRU(3, 2)
+      local xg = x:clone():requires_grad_(true)
+      U.expect_error('rnn: gradients of gradients (create_graph) are not supported', function()
+         torch.autograd.grad(torch.pow(m(xg), 2):sum(), m.weight_hh_l0, nil, {create_graph = true})
+      end)
+      m.fused = false
+      local g = torch.autograd.grad(torch.pow(m(xg), 2):sum(), m.weight_hh_l0, nil, {create_graph = true})
+      assert.are.same({4, 2, 3}, torch.autograd.grad(g:sum(), xg):size():totable())
+   end)
+
    it('pass checkModule (finite differences and the contract)', function()
       local x = torch.randn(3, 2, 3)
       H.checkModule(nn.RNN(3, 2, 2), x)
@@ -101,8 +126,11 @@ describe('nn recurrent layers', function()
       H.checkModule(nn.GRU(3, 2, {bias = false}), x)
       H.checkModule(nn.LSTM(3, 2, {bias = false}), x)
       local chunked = nn.GRU(3, 2, {batchFirst = true})
-      chunked.chunkSize = 2                            -- 5 steps: projections of 2, 2, 1 steps
+      chunked.fused, chunked.chunkSize = false, 2      -- 5 steps: projections of 2, 2, 1 steps
       H.checkModule(chunked, torch.randn(2, 5, 3))
+      local steps = nn.LSTM(3, 2, 2)
+      steps.fused = false
+      H.checkModule(steps, {x, {torch.randn(2, 2, 2), torch.randn(2, 2, 2)}})
    end)
 
    it('converts types and shares parameters by their PyTorch names', function()

@@ -1,0 +1,286 @@
+/* dnn_bn.cu -- batch normalization on the device (the NORM kind: batch_norm and
+ * batch_norm_backward, ops.def) through cuDNN 9's batch-norm API:
+ *   batch_norm, training     cudnnBatchNormalizationForwardTraining: y and the saved mean /
+ *                            inverse std (our stats rows; no running averages: the nn module
+ *                            updates those from stats with ordinary ops, so the op is pure)
+ *   batch_norm, evaluation   cudnnBatchNormalizationForwardInference; stats = (running_mean,
+ *                            1/sqrt(running_var + eps)) by a small kernel here
+ *   batch_norm_backward      cudnnBatchNormalizationBackward (training) from the saved stats:
+ *                            gx, and the weight / bias gradients straight into the stats-shaped
+ *                            result's two rows
+ * These entry points are marked deprecated in cuDNN 9 (in favour of the graph API) but are
+ * present and supported in 9.x; the header only warns with CUDNN_WARN_DEPRECATED.
+ * Mode CUDNN_BATCHNORM_SPATIAL: statistics per channel over N and every spatial dim; x is
+ * described as (N, C, L|1, 1) for 2-D / 3-D inputs, as it is for 4-D and 5-D ones.
+ * dtypes: x f32 / f64 / f16 / bf16; the per-channel tensors and stats in float (double for
+ * f64). Anything cuDNN does not take (a half weight beside a half x, sizes beyond int, the
+ * evaluation-mode backward, a refused configuration) is TC_ERR_UNSUPPORTED, so libtocha's
+ * host fallback runs the CPU kernel. A missing weight / bias becomes a scratch vector of
+ * ones / zeros (cuDNN needs both). Work goes on cu_stream() (cudnnSetStream).
+ * NOTE: compiled with nvcc 13 for sm_90 but never run on a GPU (docs/cuda.md); over the mock
+ * backend the host fallback runs instead.
+ */
+#include "strided.h"
+#include <cudnn.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_DEVICES 64
+#define POOL_KEEP 8
+
+/* ---- handles (one per concurrent caller and device, as dnn.cu) --------------------------------- */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static cudnnHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
+static int g_nidle[MAX_DEVICES];
+
+static tc_status bn_fail(const char *what, cudnnStatus_t st, const char *call)
+{
+    int cat = CUDNN_STATUS_CATEGORY((int)st);
+    tc_status code = cat == CUDNN_STATUS_BAD_PARAM || cat == CUDNN_STATUS_NOT_SUPPORTED ? TC_ERR_UNSUPPORTED
+                     : st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                               st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                         ? TC_ERR_MEMORY
+                         : TC_ERR_DEVICE;
+    (void)cudaGetLastError();
+    return cu_fail(code, "%s: %s: cuDNN %s", what, call, cudnnGetErrorString(st));
+}
+
+static tc_status handle_get(int dev, cudnnHandle_t *h, const char *what)
+{
+    if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuDNN's pool", what, dev);
+    pthread_mutex_lock(&g_mu);
+    *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
+    pthread_mutex_unlock(&g_mu);
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (!*h && (st = cudnnCreate(h)) != CUDNN_STATUS_SUCCESS) {
+        *h = NULL;
+        (void)cudaGetLastError();
+        return cu_fail(TC_ERR_DEVICE, "%s: cudnnCreate: %s", what, cudnnGetErrorString(st));
+    }
+    if ((st = cudnnSetStream(*h, cu_stream())) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "cudnnSetStream");
+    return TC_OK;
+}
+
+static void handle_put(int dev, cudnnHandle_t h)
+{
+    pthread_mutex_lock(&g_mu);
+    bool keep = g_nidle[dev] < POOL_KEEP;
+    if (keep) g_idle[dev][g_nidle[dev]++] = h;
+    pthread_mutex_unlock(&g_mu);
+    if (!keep) cudnnDestroy(h);
+}
+
+/* ---- small kernels ---------------------------------------------------------------------------- */
+
+template <typename S>
+__global__ void fill_kernel(S *p, int64_t n, S v)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = v;
+}
+
+/* stats (2, C) dense: row 0 = rm, row 1 = 1/sqrt(rv + eps) (evaluation). */
+template <typename S>
+__global__ void eval_stats_kernel(S *stats, const S *rm, const S *rv, int64_t C, double eps)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < C; i += (int64_t)gridDim.x * blockDim.x) {
+        stats[i] = rm[i];
+        stats[C + i] = (S)(1.0 / sqrt((double)rv[i] + eps));
+    }
+}
+
+/* ---- descriptors ------------------------------------------------------------------------------ */
+
+struct bn_descs {
+    cudnnTensorDescriptor_t x, bn;
+};
+
+static void descs_free(bn_descs *d)
+{
+    if (d->x) cudnnDestroyTensorDescriptor(d->x);
+    if (d->bn) cudnnDestroyTensorDescriptor(d->bn);
+}
+
+static cudnnDataType_t dnn_type(int dt)
+{
+    return dt == TC_F64 ? CUDNN_DATA_DOUBLE : dt == TC_F16 ? CUDNN_DATA_HALF : dt == TC_BF16 ? CUDNN_DATA_BFLOAT16
+                                                                                           : CUDNN_DATA_FLOAT;
+}
+
+/* x (N, C, ...) as a packed 4-D (or 5-D) tensor, the per-channel tensors as (1, C, 1, 1[, 1]). */
+static tc_status descs_make(const char *what, const tc_cuda_view *x, int sdt, bn_descs *d)
+{
+    int nd = x->ndim <= 4 ? 4 : 5, dims[5], strides[5], bdims[5], bstrides[5];
+    for (int i = 0; i < nd; i++) {
+        dims[i] = i < x->ndim ? (int)x->size[i] : 1;
+        bdims[i] = i == 1 ? dims[1] : 1;
+    }
+    strides[nd - 1] = bstrides[nd - 1] = 1;
+    for (int i = nd - 2; i >= 0; i--)
+        strides[i] = strides[i + 1] * dims[i + 1], bstrides[i] = bstrides[i + 1] * bdims[i + 1];
+    cudnnStatus_t st;
+    if ((st = cudnnCreateTensorDescriptor(&d->x)) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "descriptor");
+    if ((st = cudnnCreateTensorDescriptor(&d->bn)) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "descriptor");
+    if ((st = cudnnSetTensorNdDescriptor(d->x, dnn_type(x->dtype), nd, dims, strides)) != CUDNN_STATUS_SUCCESS)
+        return bn_fail(what, st, "input descriptor");
+    if ((st = cudnnSetTensorNdDescriptor(d->bn, dnn_type(sdt), nd, bdims, bstrides)) != CUDNN_STATUS_SUCCESS)
+        return bn_fail(what, st, "per-channel descriptor");
+    return TC_OK;
+}
+
+/* ---- the launcher ----------------------------------------------------------------------------- */
+
+/* Scratch and dense copies of one call, released together. */
+struct bn_bufs {
+    void *tmp[10];
+    int n;
+};
+
+static tc_status dense_in(int dev, bn_bufs *b, const tc_cuda_view *v, tc_cuda_view *use, const char *what)
+{
+    void *t = NULL;
+    tc_status s = cu_dense_input(dev, v, use, &t, what);
+    if (t) b->tmp[b->n++] = t;
+    return s;
+}
+
+/* A dense destination for out: out itself when dense and not one of the inputs a, b (an
+ * in-place call: cuDNN's batch norm does not promise to allow it), else scratch (copied
+ * back at the end). */
+static tc_status dense_out(int dev, bn_bufs *b, const tc_cuda_view *out, tc_cuda_view *use, const void *a,
+                           const void *b2)
+{
+    *use = *out;
+    if (cu_view_is_dense(out) && (!out->data || (out->data != a && out->data != b2))) return TC_OK;
+    void *t = NULL;
+    tc_status s = cu_scratch_alloc(dev, (size_t)out->numel * cu_elsize(out->dtype), &t);
+    if (s) return s;
+    b->tmp[b->n++] = t;
+    *use = cu_view_dense(out, t);
+    return TC_OK;
+}
+
+/* C values v of the stats dtype in scratch. */
+static tc_status constant(int dev, bn_bufs *b, int sdt, int64_t C, double v, void **p)
+{
+    tc_status s = cu_scratch_alloc(dev, (size_t)C * cu_elsize(sdt), p);
+    if (s) return s;
+    b->tmp[b->n++] = *p;
+    unsigned g = cu_blocks_for(C, 256);
+    if (sdt == TC_F64) fill_kernel<double><<<g, 256, 0, cu_stream()>>>((double *)*p, C, v);
+    else fill_kernel<float><<<g, 256, 0, cu_stream()>>>((float *)*p, C, (float)v);
+    return cu_check(cudaGetLastError(), "batch_norm: fill");
+}
+
+tc_status cu_op_norm(int dev, const tc_cuda_call *c)
+{
+    bool bw = c->op == TC_OP_BATCH_NORM_BACKWARD;
+    const tc_cuda_view *x = &c->in[bw ? 1 : 0];
+    int dt = x->dtype, sdt = (dt == TC_F16 || dt == TC_BF16) ? TC_F32 : dt;
+    bool train = c->params.i[0] != 0;
+    if (dt != TC_F32 && dt != TC_F64 && dt != TC_F16 && dt != TC_BF16) return cu_unsupported(c);
+    if (bw && !train) return cu_fail(TC_ERR_UNSUPPORTED, "batch_norm_backward: no CUDA kernel for evaluation mode");
+    char what[160];
+    snprintf(what, sizeof what, "%s: input (%lld,%lld,...) %s", cu_op_name(c->op), (long long)x->size[0],
+             (long long)x->size[1], cu_dtype_name(dt));
+    int64_t C = x->size[1];
+    for (int i = 1; i < c->nin; i++) /* per-channel tensors: cuDNN takes them in the stats dtype */
+        if (c->in[i].data && c->in[i].ndim == 1 && c->in[i].dtype != sdt)
+            return cu_fail(TC_ERR_UNSUPPORTED, "%s: %s per-channel tensors are not taken by cuDNN", what,
+                           cu_dtype_name(c->in[i].dtype));
+    for (int d = 0; d < x->ndim; d++)
+        if (x->size[d] > INT_MAX / 2) return cu_fail(TC_ERR_UNSUPPORTED, "%s: sizes beyond cuDNN's int", what);
+    if (C == 0) return TC_OK;
+    if (x->numel == 0 && bw) /* an empty batch: sums of nothing */
+        return cu_strided_scale(&c->out[1], 0, what);
+
+    bn_bufs b;
+    memset(&b, 0, sizeof b);
+    bn_descs d;
+    memset(&d, 0, sizeof d);
+    cudnnHandle_t h = NULL;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    tc_cuda_view xd, y, stats, w, bias, g;
+    void *ones = NULL, *zeros = NULL;
+    float f1 = 1, f0 = 0;
+    double d1 = 1, d0 = 0;
+    const void *one = dt == TC_F64 ? (const void *)&d1 : &f1, *zero = dt == TC_F64 ? (const void *)&d0 : &f0;
+    double eps = c->params.s[0];
+    tc_status s;
+    if ((s = dense_in(dev, &b, x, &xd, what))) goto done;
+    if ((s = dense_out(dev, &b, &c->out[0], &y, c->in[0].data, c->in[1].data))) goto done;
+    if ((s = dense_out(dev, &b, &c->out[1], &stats, NULL, NULL))) goto done;
+    {
+        const tc_cuda_view *wv = &c->in[bw ? 2 : 1];
+        if (wv->data) {
+            if ((s = dense_in(dev, &b, wv, &w, what))) goto done;
+        } else {
+            if ((s = constant(dev, &b, sdt, C, 1, &ones))) goto done;
+            w.data = ones;
+        }
+    }
+    if ((s = descs_make(what, &xd, sdt, &d))) goto done;
+    if ((s = handle_get(dev, &h, what))) goto done;
+    {
+        char *sp = (char *)stats.data;
+        size_t row = (size_t)C * cu_elsize(sdt);
+        if (bw) {
+            if ((s = dense_in(dev, &b, &c->in[0], &g, what))) goto done;
+            tc_cuda_view sv;
+            if ((s = dense_in(dev, &b, &c->in[3], &sv, what))) goto done;
+            const char *saved = (const char *)sv.data;
+            /* eps is only read by cuDNN when no saved statistics are given; ours always are */
+            st = cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, d.x, xd.data, d.x,
+                                                 g.data, d.x, y.data, d.bn, w.data, sp, sp + row, 1e-5, saved,
+                                                 saved + row);
+        } else {
+            const tc_cuda_view *bv = &c->in[2];
+            if (bv->data) {
+                if ((s = dense_in(dev, &b, bv, &bias, what))) goto done;
+            } else {
+                if ((s = constant(dev, &b, sdt, C, 0, &zeros))) goto done;
+                bias.data = zeros;
+            }
+            if (x->numel == 0) {
+                st = CUDNN_STATUS_SUCCESS;
+            } else if (train) {
+                st = cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, xd.data, d.x,
+                                                            y.data, d.bn, w.data, bias.data, 0.0, NULL, NULL, eps, sp,
+                                                            sp + row);
+            }
+            if (!train) {
+                tc_cuda_view rm, rv;
+                if ((s = dense_in(dev, &b, &c->in[3], &rm, what))) goto done;
+                if ((s = dense_in(dev, &b, &c->in[4], &rv, what))) goto done;
+                if (x->numel > 0)
+                    st = cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, xd.data,
+                                                                 d.x, y.data, d.bn, w.data, bias.data, rm.data,
+                                                                 rv.data, eps);
+                unsigned gr = cu_blocks_for(C, 256);
+                if (sdt == TC_F64)
+                    eval_stats_kernel<double><<<gr, 256, 0, cu_stream()>>>((double *)sp, (const double *)rm.data,
+                                                                          (const double *)rv.data, C, eps);
+                else
+                    eval_stats_kernel<float><<<gr, 256, 0, cu_stream()>>>((float *)sp, (const float *)rm.data,
+                                                                         (const float *)rv.data, C, eps);
+                if ((s = cu_check(cudaGetLastError(), what))) goto done;
+            }
+        }
+    }
+    if (st != CUDNN_STATUS_SUCCESS) {
+        s = bn_fail(what, st, bw ? "cudnnBatchNormalizationBackward" : "cudnnBatchNormalizationForward");
+        goto done;
+    }
+    if ((s = cu_check(cudaGetLastError(), what))) goto done;
+    if (y.data != c->out[0].data && c->out[0].numel > 0 && (s = cu_strided_copy(&c->out[0], &y, what))) goto done;
+    if (stats.data != c->out[1].data && (s = cu_strided_copy(&c->out[1], &stats, what))) goto done;
+done:
+    if (h) handle_put(dev, h);
+    descs_free(&d);
+    for (int i = 0; i < b.n; i++) cu_scratch_free(dev, b.tmp[i]);
+    return s;
+}
