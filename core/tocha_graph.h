@@ -90,3 +90,34 @@ tc_status tc_graph_report(const tc_graph *g, char *buf, size_t cap, size_t *need
 /* Graphviz text of the graph as it is now (fused groups drawn as clusters) into path. */
 tc_status tc_graph_dot(const tc_graph *g, const char *path);
 void tc_graph_free(tc_graph *g);
+
+/* ---- graphs on a CUDA device ------------------------------------------------------------ */
+
+/* A graph traced with tensors on cuda:N runs on cuda:N (docs/jit.md, "Graph mode on the
+ * GPU"): its arena and fresh results are device memory and every step runs there. Its
+ * fused groups run as one generated kernel each (NVRTC) when that can run, else member by
+ * member through the dispatcher. What the last compile decided and what ran since: */
+typedef struct tc_graph_devinfo {
+    int32_t device;         /* TC_CPU or TC_CUDA + n: where the graph runs (after compiling) */
+    int32_t groups;         /* fused groups */
+    int32_t groups_kernel;  /* ... prepared as a generated kernel (device graphs) */
+    int32_t groups_unfused; /* ... run member by member on the device */
+    int64_t kernel_launches, unfused_runs; /* group runs of each kind since compiling */
+    char why_unfused[256];  /* the first reason a group ran unfused ("" when none did) */
+} tc_graph_devinfo;
+tc_status tc_graph_device_info(const tc_graph *g, tc_graph_devinfo *out);
+
+/* CUDA Graph capture of a compiled device graph (PyTorch's torch.cuda.graphs): inputs are
+ * the STATIC input tensors (on the graph's device, kept alive by the capture); outputs
+ * receive the STATIC outputs (new references). tc_graph_replay recomputes the outputs from
+ * what the static inputs hold now (copy each batch into them first) and applies the
+ * write-backs (parameter updates) in place, asynchronously on the current stream. Run
+ * the graph once before capturing it (warm-up). Captured 0-dim CPU tensors (per-step
+ * scalars) are re-read at each replay. Refused, naming the node: steps
+ * that read device values on the host (index checks, masks), random ops, control flow, and
+ * outputs that need a fresh copy per run. Free the capture with tc_graph_capture_free. */
+typedef struct tc_captured_graph tc_captured_graph;
+tc_status tc_graph_capture(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout,
+                           tc_captured_graph **out);
+tc_status tc_graph_replay(tc_captured_graph *c);
+void tc_graph_capture_free(tc_captured_graph *c);

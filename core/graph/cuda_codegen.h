@@ -78,8 +78,10 @@ tc_status tc_nvrtc_cache_reset(const char *dir);
 /* ---- launching (cuda_launch.c) -- NOT YET RUN ON A GPU ------------------------------- */
 
 /* Compiles k for dev's architecture (cached), loads it once per device and launches it on
- * the default stream (asynchronous): ins[k->nins], outs[k->nouts] are device pointers laid
+ * the calling thread's current stream (asynchronous): ins[k->nins], outs[k->nouts] are device pointers laid
  * out as the kernel was generated for. Fails with the reason when there is no driver. */
 tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *ins, void *const *outs);
+/* 1 when the CUDA driver (libcuda) loads and initialises; else 0 with the reason in why. */
+int tc_cuda_launch_available(char *why, size_t cap);
 
 #endif /* TC_GRAPH_CUDA_CODEGEN_H */

@@ -9,14 +9,15 @@
  * used are declared here by hand (C ABI: int results, opaque handles, 64-bit device
  * pointers), so nothing CUDA is needed to build. Device pointers come from the CUDA
  * backend (libtocha_cuda.so allocates with the runtime, in the same primary context that
- * is made current here), and kernels go on the legacy default stream, so they order with
- * the backend's copies and elementwise launches.
+ * is made current here), and kernels go on the calling thread's current stream
+ * (tc_cuda_stream_handle), so they order with the backend's work and are captured with it.
  *
  * Per (device, kernel name) one entry holds the loaded module, the function, and for a
  * RED_ALL kernel its partials and its completion counter (zeroed once; the kernel leaves
  * it zero). Entries live as long as the process; modules are never unloaded.
  */
 #include "cuda_codegen.h"
+#include "../cuda/cuda_api.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -185,6 +186,13 @@ static tc_status get_entry(int dev, const tc_cuda_kernel *k, lentry **out)
     return TC_OK;
 }
 
+int tc_cuda_launch_available(char *why, size_t cap)
+{
+    pthread_once(&drv_once, load_driver);
+    if (why && cap) snprintf(why, cap, "%s", drv.ok ? "" : drv.why);
+    return drv.ok ? 1 : 0;
+}
+
 /* Launches k on dev: ins[k->nins] and outs[k->nouts] are device pointers laid
  * out as the kernel was generated for (cuda_codegen.h). Asynchronous, on the
  * default stream. */
@@ -215,6 +223,9 @@ tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *in
     for (int i = 0; i < np; i++) params[i] = &vals[i];
     int64_t grid = tc_cuda_kernel_grid(k, e->sms);
     if (k->reduce == TC_CUDA_RED_ALL && grid > e->part_n) grid = e->part_n;
-    cu_result r = drv.launch(e->fn, (unsigned int)grid, 1, 1, TC_CUDA_FUSED_BLOCK, 1, 1, 0, NULL, params, NULL);
+    /* on this thread's current stream (core/cuda_stream.c), so the kernel orders with the
+     * backend's work there and is recorded when that stream is being captured */
+    cu_result r = drv.launch(e->fn, (unsigned int)grid, 1, 1, TC_CUDA_FUSED_BLOCK, 1, 1, 0, tc_cuda_stream_handle(dev),
+                             params, NULL);
     return r ? cu_fail_r(r, k->label, "cuLaunchKernel") : TC_OK;
 }

@@ -27,66 +27,9 @@
  * overwrites). A run allocates only those; a failed run releases them and sets no output.
  * A graph's plan is mutable state: one run at a time per graph (checked).
  */
-#include "plan.h"
+#include "exec.h"
 #include <stdio.h>
 #include <stdlib.h>
-
-enum { S_KERNEL, S_EW, S_CHECKED, S_EXEC, S_VIEW, S_GROUP, S_CONTROL };
-enum { O_RETAIN, O_FRESH, O_ALIAS, O_CLONE, O_CONTROL };
-
-typedef struct step {
-    uint8_t mode;
-    int32_t node, nin, nout;
-    const int32_t *vin, *vout; /* value ids of the inputs (-1: absent) and outputs */
-    tc_kernel kern;
-    tc_kcall k; /* .in -> in, .out -> out, .p -> p */
-    const tc_tensor **in;
-    tc_tensor **out; /* nout slots (at least 2), after in[] in one allocation */
-    tc_params p;
-    /* S_VIEW: the geometry last computed, valid while the base keeps these strides */
-    bool vc_ok, vc_absolute;
-    int32_t vc_ndim;
-    int64_t vc_stride[TC_MAX_DIMS], vc_delta;
-} step;
-
-typedef struct wbstep {
-    int32_t src, ext;
-    bool direct;     /* computed in the captured tensor already (TC_GOFF_WRITEBACK) */
-    tc_tensor *snap; /* the source copied here first when it may share memory with a target */
-    tc_kcall k, ksnap;
-    const tc_tensor *in[1], *snap_in[1];
-    tc_tensor *out[1], *snap_out[1];
-} wbstep;
-
-typedef struct outstep {
-    int32_t val;
-    uint8_t mode;
-} outstep;
-
-typedef struct plan {
-    tc_storage *arena;
-    int32_t nvals;
-    tc_tensor **rt;  /* per value: the header it is read through during a run */
-    tc_tensor **own; /* per value: a header the plan owns (arena values, views), or NULL */
-    uint8_t *bind;   /* per value: TC_GB_* */
-    step *steps;
-    int32_t nsteps;
-    int32_t *fresh, nfresh; /* values allocated per run */
-    tc_storage **recycle;   /* per fresh value: the storage it had last run, reused when the
-                               caller has let go of it (no page faults for big results) */
-    int32_t *dyn, ndyn;     /* view headers whose storage is borrowed per run */
-    int32_t *ctl, nctl;     /* control results: released after the run */
-    int32_t *ext, next;     /* captured tensors: checked per run */
-    wbstep *wb;
-    int32_t nwb;
-    int32_t *direct_ext, ndirect; /* captured tensors written before the end */
-    tc_storage **ext_stor;        /* per captured tensor: storage and offset when last checked */
-    int64_t *ext_off;
-    outstep *outs;
-    int32_t nouts;
-    const tc_gplan_info *info; /* only while preparing */
-    int running;
-} plan;
 
 static const tc_params copy_params = {.i = {-1, 0, 0, 0}};
 
@@ -102,6 +45,7 @@ void tc_graph_exec_free(tc_graph *g)
         for (int32_t v = 0; v < pl->nvals; v++) tc_tensor_release(pl->own[v]);
     for (int32_t i = 0; i < pl->nsteps; i++) free(pl->steps[i].in);
     for (int32_t i = 0; i < pl->nwb; i++) tc_tensor_release(pl->wb[i].snap);
+    tc_gexec_cuda_free(pl);
     tc_storage_release(pl->arena);
     if (pl->recycle)
         for (int32_t i = 0; i < pl->nfresh; i++) tc_storage_release(pl->recycle[i]);
@@ -177,6 +121,14 @@ static tc_status add_step(const tc_graph *g, plan *pl, int32_t n, int mode)
         s->k = (tc_kcall){.op = (tc_op)nd->op, .info = tc_op_info((tc_op)nd->op), .in = s->in, .nin = nd->nin,
                           .p = &s->p, .out = s->out, .nout = nd->nout};
         if (mode != S_VIEW && !s->kern) s->mode = S_EXEC; /* the dispatcher reports "not available" */
+        for (int32_t i = 0; i < nd->nin && pl->device == TC_CPU && (mode == S_KERNEL || mode == S_EW); i++)
+            if (nd->in[i] >= 0 && g->vals[nd->in[i]].device != TC_CPU) s->mode = S_EXEC; /* a download */
+        if (pl->device != TC_CPU && (mode == S_KERNEL || mode == S_EW || mode == S_CHECKED)) { /* the CPU kernels never see device memory */
+            s->kern = NULL;
+            /* the dispatcher checks index values itself; only data-dependent sizes need a
+             * look first (a given result of another size would be resized out of the arena) */
+            s->mode = nd->op == TC_OP_MASKED_SELECT || nd->op == TC_OP_NONZERO ? S_DCHECKED : S_EXEC;
+        }
     }
     return TC_OK;
 }
@@ -193,7 +145,7 @@ static tc_status prepare_views_and_headers(tc_graph *g, plan *pl, int32_t n)
         pl->rt[v] = pl->own[v];
         return TC_OK;
     }
-    TRY(tc_tensor_new_empty((tc_dtype)g->vals[v].dtype, &pl->own[v]));
+    TRY(tc_tensor_new_empty_on(g->vals[base].device, (tc_dtype)g->vals[v].dtype, &pl->own[v]));
     pl->rt[v] = pl->own[v];
     pl->dyn[pl->ndyn++] = v;
     return add_step(g, pl, n, S_VIEW);
@@ -256,7 +208,10 @@ static tc_status prepare(tc_graph *g, plan *pl)
         !pl->direct_ext || !pl->ext_stor || !pl->ext_off || !pl->outs)
         return tc_set_error(TC_ERR_MEMORY, "graph: out of memory preparing the run");
     memcpy(pl->bind, a->bind, (size_t)nv);
-    TRY(tc_storage_alloc(g->planned_bytes, &pl->arena));
+    TRY(tc_graph_check_device(g, &pl->device));
+    g->device = pl->device;
+    if (pl->device == TC_CPU) TRY(tc_storage_alloc(g->planned_bytes, &pl->arena));
+    else TRY(tc_storage_new_on(pl->device, g->planned_bytes, &pl->arena));
 
     /* headers of values with fixed memory */
     for (int32_t v = 0; v < nv; v++) {
@@ -307,9 +262,14 @@ static tc_status prepare(tc_graph *g, plan *pl)
             TRY(add_step(g, pl, n, mode));
             pl->steps[pl->nsteps - 1].k.nout = nout;
         }
-        if (grouped && a->glast[nd->group] == n) {
+        if (grouped && a->glast[nd->group] == n && pl->device == TC_CPU) {
             TRY(add_step(g, pl, n, S_GROUP));
             pl->steps[pl->nsteps - 1].node = nd->group; /* S_GROUP: node holds the group id */
+        } else if (grouped && a->glast[nd->group] == n) {
+            int32_t idx;
+            TRY(tc_gexec_dgroup_prepare(g, pl, nd->group, &idx));
+            TRY(add_step(g, pl, n, S_DGROUP));
+            pl->steps[pl->nsteps - 1].node = idx; /* S_DGROUP: node holds the index in pl->dg */
         }
     }
 
@@ -326,7 +286,7 @@ static tc_status prepare(tc_graph *g, plan *pl)
                           .out = w->out, .nout = 1};
         if (!w->direct && source_may_alias_target(pl, src)) {
             const tc_gval *x = &g->vals[src];
-            TRY(tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, &w->snap));
+            TRY(tc_tensor_alloc_on(pl->device, (tc_dtype)x->dtype, x->ndim, x->size, &w->snap));
             w->ksnap = w->k;
             w->ksnap.in = w->snap_in, w->ksnap.out = w->snap_out;
         }
@@ -367,8 +327,15 @@ static tc_status bad_input(const tc_graph *g, int i, const tc_tensor *t)
     char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF + 16];
     const tc_gval *x = &g->vals[g->inputs[i]];
     if (!t) return tc_set_error(TC_ERR_ARG, "graph run: input %d is NULL", i + 1);
-    if (t->storage && t->storage->device != TC_CPU)
-        return tc_set_error(TC_ERR_DEVICE, "graph run: input %d is on cuda, the graph runs on the cpu", i + 1);
+    if (t->device != g->vals[g->inputs[i]].device) {
+        char d1[16], d2[16];
+        return tc_set_error(TC_ERR_DEVICE,
+                            "graph run: input %d (%s %s) is on %s but the graph runs on %s (it was traced with "
+                            "tensors there); move it with :cuda()/:float(), or trace again",
+                            i + 1, tc_dtype_name((tc_dtype)t->dtype), tc_shape_str(t, b1, sizeof b1),
+                            tc_device_str(t->device, d1, sizeof d1),
+                            tc_device_str(g->vals[g->inputs[i]].device, d2, sizeof d2));
+    }
     return tc_set_error(x->dtype != t->dtype ? TC_ERR_DTYPE : TC_ERR_SHAPE,
                         "graph run: input %d is %s %s but the graph was traced with %s", i + 1,
                         tc_dtype_name((tc_dtype)t->dtype), tc_shape_str(t, b1, sizeof b1),
@@ -392,6 +359,12 @@ static tc_status check_captures(const tc_graph *g, plan *pl, const tc_tensor *co
         int32_t v = pl->ext[i];
         const tc_tensor *t = g->vals[v].t;
         if (pl->ext_stor[i] != t->storage || pl->ext_off[i] != t->offset) moved = true;
+        if (t->device != g->vals[v].device) {
+            char d1[16], d2[16];
+            return tc_set_error(TC_ERR_DEVICE, "graph run: captured tensor %%%d is now on %s but was on %s when traced; "
+                                "trace again", v, tc_device_str(t->device, d1, sizeof d1),
+                                tc_device_str(g->vals[v].device, d2, sizeof d2));
+        }
         if (!same_type(&g->vals[v], t)) {
             char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF + 16];
             return tc_set_error(TC_ERR_SHAPE, "graph run: captured tensor %%%d is now %s %s but was %s when traced; trace again",
@@ -535,6 +508,11 @@ static tc_status run_steps(tc_graph *g, plan *pl)
             break;
         case S_VIEW: st = run_view(s, rt); break;
         case S_GROUP: st = tc_fused_eval(g, &g->groups[s->node], rt); break;
+        case S_DCHECKED:
+            fill(s, rt);
+            st = tc_gexec_dchecked_run(s);
+            break;
+        case S_DGROUP: st = tc_gexec_dgroup_run(g, pl, s->node); break;
         case S_CONTROL:
             fill(s, rt);
             st = run_control(g, pl, s);
@@ -546,8 +524,9 @@ static tc_status run_steps(tc_graph *g, plan *pl)
     /* name where it failed (the kernel's message names the op and the sizes) */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", tc_last_error());
-    const tc_gnode *nd = s->mode == S_GROUP ? NULL : &g->nodes[s->node];
-    if (!nd) return tc_set_error(st, "%s [fused group %d of the compiled graph]", msg, s->node);
+    const tc_gnode *nd = s->mode == S_GROUP || s->mode == S_DGROUP ? NULL : &g->nodes[s->node];
+    if (!nd) return tc_set_error(st, "%s [fused group %d of the compiled graph]", msg,
+                                 s->mode == S_GROUP ? s->node : tc_gexec_dgroup_group(pl, s->node));
     return tc_set_error(st, "%s [node %d of the compiled graph%s%s]", msg, s->node, nd->where ? ", traced at " : "",
                         nd->where ? nd->where : "");
 }
@@ -601,7 +580,8 @@ static tc_status alloc_result(const tc_graph *g, plan *pl, int32_t i)
         if (tc_tensor_new_view(old, (tc_dtype)x->dtype, 0, x->ndim, x->size, strides, slot) == TC_OK) return TC_OK;
         tc_clear_error();
     }
-    tc_status st = tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, slot);
+    tc_status st = pl->device == TC_CPU ? tc_tensor_alloc((tc_dtype)x->dtype, x->ndim, x->size, slot)
+                                        : tc_tensor_alloc_on(pl->device, (tc_dtype)x->dtype, x->ndim, x->size, slot);
     if (st) st = tc_set_error(st, "graph run: out of memory for result %%%d", pl->fresh[i]);
     return st;
 }
@@ -623,21 +603,26 @@ static tc_status write_back(plan *pl)
         wbstep *w = &pl->wb[i];
         if (!w->snap) continue;
         w->snap_in[0] = pl->rt[w->src], w->snap_out[0] = w->snap;
-        TRY(tc_cpu_backend.kernels[TC_OP_COPY](&w->ksnap));
+        if (pl->device != TC_CPU) TRY(tc_op_exec(TC_OP_COPY, w->snap_in, 1, &copy_params, w->snap_out, 1));
+        else TRY(tc_cpu_backend.kernels[TC_OP_COPY](&w->ksnap));
     }
     for (int32_t i = 0; i < pl->nwb; i++) {
         wbstep *w = &pl->wb[i];
         tc_tensor *dst = pl->rt[w->ext];
         if (!w->direct) {
             w->in[0] = w->snap ? w->snap : pl->rt[w->src], w->out[0] = dst;
-            TRY(tc_cpu_backend.kernels[TC_OP_COPY](&w->k));
+            if (pl->device != TC_CPU) TRY(tc_op_exec(TC_OP_COPY, w->in, 1, &copy_params, w->out, 1));
+            else TRY(tc_cpu_backend.kernels[TC_OP_COPY](&w->k));
         }
         if (dst->storage) dst->storage->version++;
     }
     return TC_OK;
 }
 
-tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout)
+/* One run; with cg (capture.c) the steps and write-backs are captured into a CUDA graph
+ * instead: everything that allocates (fresh results) happens before the capture begins. */
+static tc_status run_graph(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout,
+                           tc_cuda_graph **cg)
 {
     if (!g) return tc_set_error(TC_ERR_ARG, "graph run: NULL graph");
     if (tc_trace_active)
@@ -653,7 +638,7 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
     if ((nin && !inputs) || (nout && !outputs)) return tc_set_error(TC_ERR_ARG, "graph run: NULL input or output list");
     for (int i = 0; i < nin; i++) {
         const tc_tensor *t = inputs[i];
-        if (!t || !same_type(&g->vals[g->inputs[i]], t) || (t->storage && t->storage->device != TC_CPU))
+        if (!t || !same_type(&g->vals[g->inputs[i]], t) || t->device != g->vals[g->inputs[i]].device)
             return bad_input(g, i, t);
     }
     if (__atomic_exchange_n(&pl->running, 1, __ATOMIC_ACQUIRE))
@@ -662,7 +647,22 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
     for (int i = 0; i < nin && st == TC_OK; i++) pl->rt[g->inputs[i]] = (tc_tensor *)inputs[i];
     for (int32_t i = 0; i < pl->nfresh && st == TC_OK; i++) st = alloc_result(g, pl, i);
     int grad = tc_set_grad_enabled(0);
-    if (st == TC_OK) st = run_steps(g, pl);
+    if (cg && st == TC_OK) {
+        st = tc_cuda_graph_begin(TC_DEVICE_ORDINAL(pl->device), NULL);
+        if (st == TC_OK) {
+            pl->capturing = 1;
+            st = run_steps(g, pl);
+            if (st == TC_OK) st = write_back(pl);
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", st ? tc_last_error() : "");
+            tc_status e = tc_cuda_graph_end(TC_DEVICE_ORDINAL(pl->device), cg); /* always ends it */
+            pl->capturing = 0;
+            if (st) st = tc_set_error(st, "graph capture: %s", msg);
+            else st = e;
+        }
+    } else if (st == TC_OK) {
+        st = run_steps(g, pl);
+    }
     tc_set_grad_enabled(grad);
 
     tc_tensor *res[64], **made = nout <= 64 ? res : calloc((size_t)nout, sizeof *made);
@@ -673,8 +673,9 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
         st = make_output(pl, &pl->outs[nmade], inputs, g, &made[nmade]);
         nmade++; /* a failed one is NULL or released below */
     }
-    if (st == TC_OK) st = write_back(pl);
-    if (st == TC_OK) keep_for_reuse(pl);
+    if (st == TC_OK && !cg) st = write_back(pl);
+    if (st == TC_OK && !cg) keep_for_reuse(pl);
+    if (st == TC_OK) pl->nruns++;
     if (st == TC_OK) memcpy(outputs, made, sizeof *made * (size_t)nout);
     else if (made)
         for (int i = 0; i < nmade; i++) tc_tensor_release(made[i]);
@@ -683,4 +684,17 @@ tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_
     end_run(pl);
     __atomic_store_n(&pl->running, 0, __ATOMIC_RELEASE);
     return st;
+}
+
+tc_status tc_graph_run(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout)
+{
+    return run_graph(g, inputs, nin, outputs, nout, NULL);
+}
+
+tc_status tc_gexec_run_capture(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout,
+                               tc_cuda_graph **cg)
+{
+    if (!cg) return tc_set_error(TC_ERR_ARG, "graph capture: NULL result");
+    *cg = NULL;
+    return run_graph(g, inputs, nin, outputs, nout, cg);
 }

@@ -7,6 +7,9 @@
  * change between runs: parameters, optimizer state), and results above 16 MB (a constant
  * lives as long as the graph; the report notes how many were left), and fills above 64 KB.
  *
+ * Device graphs fold too: results are allocated on the node's device (vals[].device) and
+ * computed there through the dispatcher, so a constant stays where the graph runs.
+ *
  * View nodes of constants fold into contiguous copies, except views that would grow the
  * data (expand, overlapping unfold, as_strided): those stay cheap headers at run time.
  * NOTE: as_strided reads its input's storage at absolute offsets, so a view whose value
@@ -60,7 +63,7 @@ static tc_status eval_node(const tc_graph *g, const tc_gnode *nd, const tc_tenso
         }
         const tc_gval *x = &g->vals[nd->out[0]];
         tc_params cp = {.i = {-1}};
-        s = tc_tensor_new((tc_dtype)x->dtype, x->ndim, x->size, &res[0]);
+        s = tc_tensor_new_on(x->device, (tc_dtype)x->dtype, x->ndim, x->size, &res[0]);
         if (s == TC_OK) s = tc_op_exec(TC_OP_COPY, (const tc_tensor *const *)out, 1, &cp, res, 1);
         if (s) {
             tc_tensor_release(res[0]), res[0] = NULL;
@@ -74,7 +77,7 @@ static tc_status eval_node(const tc_graph *g, const tc_gnode *nd, const tc_tenso
      * result, copy its dtype, and "out is dst" index ops copy dst first */
     for (int o = 0; o < nd->nout && o < info->nout; o++) {
         const tc_gval *x = &g->vals[nd->out[o]];
-        s = tc_tensor_new((tc_dtype)x->dtype, x->ndim, x->size, &out[o]);
+        s = tc_tensor_new_on(x->device, (tc_dtype)x->dtype, x->ndim, x->size, &out[o]);
         if (s) {
             tc_tensor_release(out[0]);
             return s;

@@ -100,12 +100,16 @@ static tc_status add_tensor_val(tc_graph *g, int kind, tc_tensor *t, int32_t *id
 
 tc_status tc_graph_add_external(tc_graph *g, tc_tensor *t, int32_t *id)
 {
-    return add_tensor_val(g, TC_GV_EXTERNAL, t, id);
+    TRY(add_tensor_val(g, TC_GV_EXTERNAL, t, id));
+    g->vals[*id].device = t->device;
+    return TC_OK;
 }
 
 tc_status tc_graph_add_const(tc_graph *g, tc_tensor *t, int32_t *id)
 {
-    return add_tensor_val(g, TC_GV_CONST, t, id);
+    TRY(add_tensor_val(g, TC_GV_CONST, t, id));
+    g->vals[*id].device = t->device;
+    return TC_OK;
 }
 
 tc_status tc_graph_add_node(tc_graph *g, int32_t op, const int32_t *in, int nin, const tc_params *p, int nout,
@@ -123,13 +127,21 @@ tc_status tc_graph_add_node(tc_graph *g, int32_t op, const int32_t *in, int nin,
     if (!ids) return TC_ERR_MEMORY;
     ids[0] = ids[1] = -1;
     int32_t nid = g->nnodes, nvals0 = g->nvals;
+    /* the dispatcher's rule: the device of the first input that is not a 0-dim CPU tensor
+     * (the tracer then records the real results' devices, which differ for copies) */
+    int32_t dev = -1;
+    for (int i = 0; i < nin && dev < 0; i++)
+        if (in[i] >= 0 && !(g->vals[in[i]].device == TC_CPU && g->vals[in[i]].ndim == 0)) dev = g->vals[in[i]].device;
+    for (int i = 0; i < nin && dev < 0; i++)
+        if (in[i] >= 0) dev = g->vals[in[i]].device;
+    if (dev < 0) dev = g->device;
     for (int o = 0; o < nout; o++) {
         tc_status s = new_val(g, TC_GV_OP, dtypes[o], ndims[o], sizes[o], &ids[o]);
         if (s) {
             g->nvals = nvals0; /* a failed add adds nothing */
             return s;
         }
-        g->vals[ids[o]].producer = nid, g->vals[ids[o]].slot = o;
+        g->vals[ids[o]].producer = nid, g->vals[ids[o]].slot = o, g->vals[ids[o]].device = dev;
     }
     tc_gnode *n = &g->nodes[g->nnodes++];
     memset(n, 0, sizeof *n);

@@ -40,6 +40,9 @@ typedef struct tc_gval {
     int32_t arg;      /* INPUT: argument number; else -1 */
     int32_t dtype, ndim;
     int64_t size[TC_MAX_DIMS];
+    int32_t device; /* where its memory lives (TC_CPU, TC_CUDA + n): EXTERNAL/CONST: their
+                       tensor's; INPUT and OP: as traced (the tracer records the real
+                       tensors'), else the device of the node's inputs (dispatcher's rule) */
     tc_tensor *t; /* EXTERNAL: the captured tensor (a reference); CONST: the data (owned) */
     /* analysis and planning results (valid after the pass that fills them) */
     int32_t nuses;   /* tc_graph_count_uses: reads by live nodes, outputs, write-backs */
@@ -113,6 +116,8 @@ struct tc_graph {
     int32_t nstats, capstats;
     bool allow_mutation;
     bool compiled;
+    int32_t device; /* the device the graph runs on (exec.c sets it when preparing; the
+                       tracer when it first sees a device tensor); TC_CPU by default */
     int64_t planned_bytes, unplanned_bytes; /* memplan.c: arena size, sum without reuse */
     tc_status trace_error; /* first error while tracing (the graph is unusable) */
     void *trace_state;     /* core/graph/trace.c: value lookup while recording */
@@ -184,6 +189,10 @@ tc_status tc_pass_memplan(tc_graph *g);  /* memplan.c: vals[].offset, arena size
 /* Builds the runtime plan (arena, tensor headers) after the passes. */
 tc_status tc_graph_exec_prepare(tc_graph *g);
 void tc_graph_exec_free(tc_graph *g);
+/* The device the graph's nodes run on, checked: every op value and input on one device,
+ * captured tensors and constants there too, except 0-dim CPU tensors (they may join device
+ * ops) and CPU tensors read only by copies. TC_ERR_DEVICE naming the value otherwise. */
+tc_status tc_graph_check_device(tc_graph *g, int32_t *device);
 /* Evaluates fused group grp with rt[v] the runtime tensor of every value id v (inputs of
  * the group bound, outputs allocated): block by block so intermediates stay in cache. */
 tc_status tc_fused_eval(const tc_graph *g, const tc_ggroup *grp, tc_tensor *const *rt);

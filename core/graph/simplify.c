@@ -332,7 +332,9 @@ static void structural(sctx *c, tc_gnode *nd)
         return;
     }
     if (nd->op == TC_OP_COPY) {
-        if (same_type(c->g, out, in) && contig_of(c, in)) replace(c, out, in, false, R_COPY);
+        /* (a copy across devices is no identity) */
+        if (same_type(c->g, out, in) && contig_of(c, in) && c->g->vals[out].device == c->g->vals[in].device)
+            replace(c, out, in, false, R_COPY);
         return;
     }
     if (!is_view_op(nd->op)) return;

@@ -339,7 +339,17 @@ static tc_status splice(tc_graph *g, tstate *S, const tc_tensor *t, const wplan 
     tc_elem_iter_init(&it, t);
     char *ptr, *data = t->storage->data;
     for (int64_t k = 0; (ptr = tc_elem_iter_next(&it)) != NULL && k < m; k++) pos[k] = (ptr - data) / es - b.offset;
-    tc_status s = tc_graph_add_const(g, idx, &ci);
+    tc_status s = TC_OK;
+    if (t->device != TC_CPU) { /* index_copy on a device takes its index there */
+        tc_tensor *di = NULL;
+        bool skipping = tc_exec_shape_only; /* a constant: real values */
+        tc_exec_shape_only = false;
+        s = tc_tensor_to(idx, t->device, -1, &di);
+        tc_exec_shape_only = skipping;
+        tc_tensor_release(idx);
+        idx = di;
+    }
+    if (s == TC_OK) s = tc_graph_add_const(g, idx, &ci);
     tc_tensor_release(idx);
     if (s) return s;
     int32_t ins[3];
@@ -494,6 +504,10 @@ static tc_status trace_run(tc_graph *g, tc_op op, const tc_tensor *const *in, in
         if (inplace) nd->flags |= TC_GN_WAS_INPLACE;
         if (S->loc && !S->loc_arena) S->loc_arena = tc_graph_strdup(g, S->loc);
         nd->where = S->loc_arena;
+        for (int o = 0; o < nrec; o++) { /* where the results really are (a copy may cross) */
+            g->vals[outs[o]].device = out[o]->device;
+            if (TC_DEVICE_IS_CUDA(out[o]->device) && g->device == TC_CPU) g->device = out[o]->device;
+        }
     }
     bool dyn = skip || info->kind == TC_KIND_RANDOM;
     for (int i = 0; i < nin; i++) dyn = dyn || (ids[i] >= 0 && S->dyn[ids[i]]);
@@ -574,6 +588,8 @@ tc_status tc_trace_input(tc_graph *g, const tc_tensor *t)
                             n, v >= 0 && g->vals[v].kind == TC_GV_INPUT ? "declared as an input" : "used by the trace");
     int32_t id;
     TRY(tc_graph_add_input(g, (tc_dtype)t->dtype, t->ndim, t->size, &id));
+    g->vals[id].device = t->device;
+    if (TC_DEVICE_IS_CUDA(t->device) && g->device == TC_CPU) g->device = t->device;
     TRY(tc_trace_facts_set(S, id, true, -1));
     if (t->storage) {
         sentry *e;

@@ -5,7 +5,7 @@
 --   g:run(inputs) -> outputs     one tc_graph_run on the input tensors (jit.flatten order)
 --   g:call(...)  -> results      the traced call's arguments, guard checked; fn's structure
 --   g:compile([passes])          the passes (passes_of: 'all' or a list of names)
---   g:dump() g:report() g:dot(path) g:stats() g:free()
+--   g:dump() g:report() g:dot(path) g:stats() g:deviceInfo() g:free()
 --
 -- A graph keeps its result template (jit_guard.result_template) so results come back in the
 -- traced function's structure; `flat` marks graphs whose results are the outputs in order.
@@ -163,6 +163,22 @@ function Graph:stats()
       unplanned_bytes = tonumber(C.tc_graph_unplanned_bytes(ptr)),
       inputs = self.ninputs,
       outputs = self.noutputs,
+   }
+end
+
+-- g:deviceInfo(): where the graph runs and how its fused groups ran there (tocha_graph.h
+-- tc_graph_devinfo): {device = -1 (CPU) or the 0-based CUDA device, groups, groups_kernel,
+-- groups_unfused, kernel_launches, unfused_runs, why_unfused}.
+function Graph:deviceInfo()
+   local ptr = check_graph(self, 'deviceInfo', 2)
+   local di = ffi.new('tc_graph_devinfo')
+   if C.tc_graph_device_info(ptr, di) ~= 0 then raise(2) end
+   local dev = tonumber(di.device)
+   return {
+      device = dev == 0 and -1 or dev - tonumber(C.TC_CUDA),
+      groups = tonumber(di.groups), groups_kernel = tonumber(di.groups_kernel),
+      groups_unfused = tonumber(di.groups_unfused), kernel_launches = tonumber(di.kernel_launches),
+      unfused_runs = tonumber(di.unfused_runs), why_unfused = ffi.string(di.why_unfused),
    }
 end
 

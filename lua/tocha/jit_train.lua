@@ -99,12 +99,13 @@ local function hypers(opt, level)
    return hs
 end
 
-local step_opts = {passes = true, max_cache = true, warmup = true, strict = true}
+local step_opts = {passes = true, max_cache = true, warmup = true, strict = true, cuda_graph = true}
 
 -- tocha.jit.step(model, criterion, optimizer [, opts]) -> step; step(input, target) -> loss
 -- (a Lua number, as Torch7 criterions return). opts: passes ('all' or a list of pass
 -- names), max_cache (graphs kept, 8), warmup (eager steps before tracing, 1), strict (a
--- graph break is an error instead of a step in parts).
+-- graph break is an error instead of a step in parts), cuda_graph (replay a CUDA graph of
+-- the compiled step: capture_entry below).
 function M.step(model, criterion, optimizer, opts)
    local who = 'tocha.jit.step'
    if not torch.isTypeOf(model, 'nn.Module') then
@@ -136,8 +137,9 @@ function M.step(model, criterion, optimizer, opts)
    local self = setmetatable({
       model = model, criterion = criterion, optimizer = optimizer, algo = algo, passes = passes,
       warmup = warmup, cache = cache_new(guard.check_cache_size(who, opts.max_cache, 2), who),
-      strict = opts.strict and true or false,
-      counts = {traces = 0, hits = 0, eager_steps = 0, discarded = 0, part_steps = 0, shape_only = 0},
+      strict = opts.strict and true or false, cuda_graph = opts.cuda_graph and true or false,
+      counts = {traces = 0, hits = 0, eager_steps = 0, discarded = 0, part_steps = 0, shape_only = 0,
+                replays = 0},
       last = nil, unstable = 0,
    }, Step)
    -- the traced step; the loss is returned as the graph's output
@@ -366,7 +368,48 @@ local function prepare(self, e)
    return true
 end
 
+-- opts.cuda_graph: after an entry's graph has run once on a device (the warm-up), it is
+-- captured as a CUDA graph (tc_graph_capture, docs/jit.md) with static copies of that
+-- step's tensors as inputs; later steps copy their batch into those and replay. A step
+-- that cannot be captured (index checks, random ops, the host fallback: the message names
+-- why) keeps running as a compiled graph, with a one-time note (an error with strict).
+local function capture_entry(self, e, tensors, level)
+   local g = e.graph
+   if g:deviceInfo().device < 0 then
+      e.cap_failed = 'the graph runs on the CPU'
+      return
+   end
+   local statics = {}
+   local IN = ffi.new('const tc_tensor*[?]', math.max(g.ninputs, 1))
+   local OUT = ffi.new('tc_tensor*[?]', math.max(g.noutputs, 1))
+   for i = 1, g.ninputs do
+      statics[i] = tensors[i]:clone()
+      IN[i - 1] = statics[i].p
+   end
+   local capp = ffi.new('tc_captured_graph*[1]')
+   if C.tc_graph_capture(g.ptr, IN, g.ninputs, OUT, g.noutputs, capp) ~= 0 then
+      local msg = ffi.string(C.tc_last_error())
+      if self.strict then error('tocha.jit.step: ' .. msg, level == 0 and 0 or level + 1) end
+      e.cap_failed = msg
+      io.stderr:write(fmt('tocha.jit.step: the step cannot be captured as a CUDA graph (%s); it runs as a ' ..
+                          'compiled graph\n', msg))
+      return
+   end
+   e.cap = ffi.gc(capp[0], C.tc_graph_capture_free)
+   e.static_in, e.static_out = statics, {}
+   for i = 1, g.noutputs do e.static_out[i] = torch._wrap(OUT[i - 1]) end
+end
+
+local function replay_entry(self, e, tensors, level)
+   for i = 1, #e.static_in do e.static_in[i]:copy(tensors[i]) end
+   if C.tc_graph_replay(e.cap) ~= 0 then error('tocha.jit.step: ' .. ffi.string(C.tc_last_error()), level or 3) end
+   self.counts.hits = self.counts.hits + 1
+   self.counts.replays = self.counts.replays + 1
+   return e.static_out[1]:item()
+end
+
 run_entry = function(self, e, tensors, level)
+   if e.cap then return replay_entry(self, e, tensors, level) end
    local g = e.graph
    local IN, OUT = e.ins, e.out
    for i = 1, g.ninputs do IN[i - 1] = tensors[i].p end
@@ -377,7 +420,9 @@ run_entry = function(self, e, tensors, level)
    for i = 0, g.ninputs - 1 do IN[i] = nil end
    for i = 2, g.noutputs do C.tc_tensor_release(OUT[i - 1]) end
    self.counts.hits = self.counts.hits + 1
-   return take_number(OUT[0])
+   local v = take_number(OUT[0])
+   if self.cuda_graph and not e.cap_failed then capture_entry(self, e, tensors, level or 3) end
+   return v
 end
 
 local pair = {}
@@ -418,12 +463,13 @@ function Step:graph()
 end
 
 -- step:stats(): {traces, hits, eager_steps, discarded, part_steps (steps run in parts after a
--- graph break), shape_only (traces recorded shape-only), retraces, entries}.
+-- graph break), shape_only (traces recorded shape-only), replays (CUDA graph replays, with
+-- opts.cuda_graph), retraces, entries}.
 function Step:stats()
    local c = self.counts
    return {traces = c.traces, hits = c.hits, eager_steps = c.eager_steps, discarded = c.discarded,
-           part_steps = c.part_steps, shape_only = c.shape_only, retraces = self.cache.retraces,
-           entries = self.cache.n}
+           part_steps = c.part_steps, shape_only = c.shape_only, replays = c.replays,
+           retraces = self.cache.retraces, entries = self.cache.n}
 end
 
 -- step:moduleStats(): for steps in parts, {[path] = {module, traces, hits, eager_calls,
