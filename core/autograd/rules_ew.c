@@ -228,14 +228,32 @@ TC_GRAD_RULE(lerp_rule, TC_SAVE_IN0 | TC_SAVE_IN1 | TC_SAVE_IN2)
 
 /* ---- copy, where -------------------------------------------------------------------------- */
 
-/* copy (any dtype to any dtype, Torch7's equal-element-count rule): the gradient converted
- * back to the input's dtype and viewed with its sizes. */
+/* g converted to m's dtype on m's device (a copy across devices: t:cuda(), x:float() of a
+ * device tensor, y:copy(x) into another device). Through tc_op_run with a given result, so
+ * a pass with grad mode on records it like the forward copy. */
+static const tc_tensor *to_device_of(tc_garena *A, const tc_tensor *g, const tc_tmeta *m)
+{
+    if (!g || A->err) return NULL;
+    tc_tensor *t = NULL;
+    tc_status s = tc_tensor_alloc_on(m->device, (tc_dtype)m->dtype, g->ndim, g->size, &t);
+    if (!s) {
+        tc_tensor *res[1] = {t};
+        s = tc_op_run(TC_OP_COPY, &g, 1, &(tc_params){.i = {m->dtype}}, res, 1);
+        if (s) tc_tensor_release(t);
+    }
+    return tc_ga_keep(A, s, s ? NULL : t);
+}
+
+/* copy (any dtype to any dtype, any devices, Torch7's equal-element-count rule): the
+ * gradient converted back to the input's dtype on the input's device, viewed with its
+ * sizes. */
 TC_GRAD_RULE(copy_rule, 0)
 {
     tc_garena A_ = {0}, *A = &A_;
     const tc_tmeta *m = M(0);
     const tc_tensor *g = G0;
-    if (g->dtype != m->dtype) g = tc_ga_op(A, TC_OP_COPY, &G0, 1, &(tc_params){.i = {m->dtype}});
+    if (g->device != m->device) g = to_device_of(A, g, m);
+    else if (g->dtype != m->dtype) g = tc_ga_op(A, TC_OP_COPY, &G0, 1, &(tc_params){.i = {m->dtype}});
     tc_ga_out(A, tc_ga_reshape(A, g, m), &gin[0]);
     return tc_ga_done(A);
 }

@@ -4,7 +4,9 @@
 -- output) by central differences; Jacobian.backward builds the same matrix from the
 -- module's backward, one one-hot gradOutput per output element. testJacobian* return the
 -- largest absolute difference between the two. Run them on DoubleTensor modules: float32
--- differences are too coarse for any useful tolerance.
+-- differences are too coarse for any useful tolerance. CUDA modules and inputs work too
+-- (torch.CudaDoubleTensor): the matrices are made on the parameter's device, and the
+-- perturbed element and one-hot gradOutput entry cross over one element at a time.
 local nn = ...
 local torch = torch
 
@@ -41,7 +43,7 @@ function Jacobian.forward(module, input, param, perturbation)
    perturbation = perturbation or 1e-6
    if not isTensor(param) then error('nn.Jacobian.forward: param must be a tensor', 2) end
    local nOut = flat_output(module, input):nElement()
-   local jac = torch.Tensor(param:nElement(), nOut):typeAs(param)
+   local jac = param.new(param:nElement(), nOut) -- param's type, on its device
    local flat = param:view(-1)
    for i = 1, param:nElement() do
       local orig = flat[i]
@@ -64,7 +66,7 @@ function Jacobian.backward(module, input, param, dparam)
    local outs = nn._flatten(out)
    local nOut = 0
    for i = 1, #outs do nOut = nOut + outs[i]:nElement() end
-   local jac = torch.Tensor(param:nElement(), nOut):typeAs(param)
+   local jac = param.new(param:nElement(), nOut) -- param's type, on its device
    local gos = {}
    for i = 1, #outs do gos[i] = outs[i].new():resizeAs(outs[i]):zero() end
    local gradOutput = nn._rebuild(out, gos, 1)

@@ -90,8 +90,7 @@ local function additive(m, like)
       f:maskedFill(m:ne(0), -math.huge)
       return f
    end
-   if tn ~= torch.type(like) then return m:type(torch.type(like)) end
-   return m
+   return m:typeAs(like) -- like's type on like's device (m itself when it already is)
 end
 
 function MHA:_check(input)

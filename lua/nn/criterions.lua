@@ -51,7 +51,7 @@ function H.like(self, input, target, what)
    if target:nElement() ~= input:nElement() then
       fail(self, 'input %s and %s %s have different numbers of elements', describe(input), what, describe(target))
    end
-   if target:type() ~= input:type() then target = target:type(input:type()) end
+   target = target:typeAs(input)
    if not target:isSameSizeAs(input) then target = target:contiguous():view(input:size()) end
    return detached(target)
 end
@@ -60,7 +60,7 @@ end
 function H.signs(self, input, y, n)
    if type(y) == 'number' then
       if n ~= 1 then fail(self, 'a number target fits a one-element input, got input %s', describe(input)) end
-      y = torch.Tensor({y}):type(input:type())
+      y = torch.Tensor({y}):typeAs(input)
    end
    y = H.like(self, input, y)
    local bad = torch.ne(y, 1):cmul(torch.ne(y, -1)):sum()
@@ -142,8 +142,8 @@ function H.classes(self, input, target, n, nclass, ignore)
    local mask
    if masked then
       local m = torch.ne(t, ignore)
-      t = torch.cmul(t, m:long()):add(torch.eq(t, ignore):long()) -- ignored -> class 1
-      mask = m:type(input:type())
+      t = torch.cmul(t, m:typeAs(t)):add(torch.eq(t, ignore):typeAs(t)) -- ignored -> class 1
+      mask = m:typeAs(input)
    end
    return t, mask
 end
@@ -155,7 +155,7 @@ local function class_weights(self, input, nclass)
    if w:nElement() ~= nclass then
       fail(self, 'weights have %d elements, the input %s has %d classes', w:nElement(), describe(input), nclass)
    end
-   if w:type() ~= input:type() then w = w:type(input:type()) end
+   w = w:typeAs(input) -- its type on the input's device
    return w:contiguous():view(nclass)
 end
 H.class_weights = class_weights
@@ -186,7 +186,7 @@ end
 local function element_weights(self, input)
    local w = self.weights
    if w == nil then return nil end
-   w = w:type(input:type()):contiguous()
+   w = w:typeAs(input):contiguous()
    if w:nElement() == input:nElement() then return w:view(input:size()) end
    if input:dim() > 1 and w:nElement() * input:size(1) == input:nElement() then
       return w:view(1, w:nElement()):expand(input:size(1), w:nElement()):contiguous():view(input:size())
@@ -250,7 +250,7 @@ function WeightedMSECriterion:__init(w)
    self.weight = w:clone()
 end
 pointwise(WeightedMSECriterion, function(self, input, target)
-   local w = self.weight:type(input:type())
+   local w = self.weight:typeAs(input)
    if input:dim() - 1 == w:dim() and w:nElement() * input:size(1) == input:nElement() then
       w = w:contiguous():view(1, w:nElement()):expand(input:size(1), w:nElement()):contiguous():view(input:size())
    elseif w:nElement() == input:nElement() then
@@ -314,7 +314,7 @@ pointwise(BCEWithLogitsCriterion, function(self, input, y)
    local sp = softplus(torch.mul(input, -1))
    local coef
    if self.posWeight then
-      local pw = self.posWeight:type(input:type()):contiguous()
+      local pw = self.posWeight:typeAs(input):contiguous()
       local c = input:size(input:dim())
       if pw:nElement() ~= c then
          fail(self, 'posWeight has %d elements, the input %s has %d classes', pw:nElement(), describe(input), c)
@@ -497,7 +497,7 @@ function MultiMarginCriterion:updateOutput(input, target)
    local t = H.classes(self, input, target, n, c, nil):view(n, 1)
    local xy = x:gather(2, t) -- (n, 1)
    local z = torch.cmax(torch.add(x - xy:expand(n, c), self.margin), 0)
-   local others = torch.ones(n, c):type(input:type()):scatter(2, t, 0) -- i ~= y
+   local others = torch.ones(n, c):typeAs(input):scatter(2, t, 0) -- i ~= y
    z = torch.cmul(z, others)
    if self.p == 2 then z = torch.cmul(z, z) end
    local w = class_weights(self, input, c)
@@ -534,7 +534,7 @@ function MultiLabelMarginCriterion:updateOutput(input, target)
    end
    local non = torch.eq(count, 0):double()
    local mask = torch.cmul(count:view(n, c, 1):expand(n, c, c), non:view(n, 1, c):expand(n, c, c))
-   mask = mask:type(input:type())
+   mask = mask:typeAs(input)
    local z = torch.add(x:view(n, 1, c):expand(n, c, c) - x:view(n, c, 1):expand(n, c, c), 1)
    return self:_setLoss(scaled_sum(torch.cmul(torch.cmax(z, 0), mask), self.sizeAverage and 1 / (c * n) or 1 / c))
 end

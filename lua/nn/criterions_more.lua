@@ -28,8 +28,8 @@ end
 
 -- Elementwise y == 1 ? a : b for +1/-1 labels y (a, b: tensors shaped like y).
 local function by_sign(y, a, b)
-   local pos = torch.eq(y, 1):type(a:type())
-   local neg = torch.eq(y, -1):type(a:type())
+   local pos = torch.eq(y, 1):typeAs(a)
+   local neg = torch.eq(y, -1):typeAs(a)
    return torch.add(torch.cmul(pos, a), torch.cmul(neg, b))
 end
 
@@ -156,7 +156,7 @@ function ClassSimplexCriterion:updateOutput(input, target)
    end
    local n = nd == 1 and 1 or input:size(1)
    local t = H.classes(self, input, target, n, c, nil)
-   local emb = self.simplex:type(input:type()):index(1, t):view(input:size())
+   local emb = self.simplex:typeAs(input):index(1, t):view(input:size())
    local d = input - emb
    return self:_setLoss(reduce(self, torch.cmul(d, d), input:nElement()))
 end
@@ -302,8 +302,8 @@ function ModuleCriterion:updateOutput(input, target)
    if self.targetModule then
       target = torch.no_grad(function() return self.targetModule:updateOutput(target) end)
    end
-   if self.castTarget and isTensor(target) and isTensor(input) and target:type() ~= input:type() then
-      target = target:type(input:type())
+   if self.castTarget and isTensor(target) and isTensor(input) then
+      target = target:typeAs(input) -- the input's type on its device (itself when it already is)
    end
    self.criterion:updateOutput(input, target)
    return self:_setLoss(child_loss(self, self.criterion, 1))

@@ -102,6 +102,38 @@ function U.long(list)
    return t
 end
 
+-- Devices. A module follows its input's device: tensors it builds at run time from shapes
+-- (positions, offsets, one-hot tables) are made on the host and moved next to the data, and
+-- integer results stay on the device (t:long() of a CUDA tensor is a host tensor, cutorch's
+-- rule, so it is not used for indices that feed ops).
+
+-- t on x's device, its dtype kept (t itself when it is already there).
+function U.on_device_of(t, x)
+   local dev = x.p.device
+   if t.p.device == dev then return t end
+   return torch._tensor_util.to_device(t.p, dev, -1, 2)
+end
+
+-- t's values as int64 on t's own device (t itself when it already is).
+function U.long_of(t)
+   if t.p.dtype == torch._C.TC_I64 then return t end
+   return t:type(t.p.device ~= 0 and 'torch.CudaLongTensor' or 'torch.LongTensor')
+end
+
+-- t (a host tensor built from shapes) with x's dtype on x's device: matrices of constants
+-- are filled on the host, element by element, and cross over once.
+function U.as_like(t, x)
+   if t.p.device == x.p.device and t.p.dtype == x.p.dtype then return t end
+   return torch._tensor_util.to_device(t.p, x.p.device, x.p.dtype, 2)
+end
+
+-- An empty tensor of typename's dtype (a host or a CUDA type name) on x's device.
+function U.empty_on(x, typename)
+   local dt = torch._dtype_of_name[typename] or torch._cuda_dtype_of_name[typename]
+   local names = x.p.device ~= 0 and torch._cuda_type_names or torch._type_names
+   return x.new():type(names[dt])
+end
+
 -- Sizes of a tensor as a Lua table.
 function U.sizes(x)
    local s = {}

@@ -234,12 +234,12 @@ function Unpool:updateOutput(input)
    -- n_in + 1 (the appended zero)
    local inv = nn._no_grad(function()
       local idxf = idx:contiguous():view(sizes(n_in))
-      local r = torch.LongTensor():resize(sizes(n_out)):fill(n_in + 1)
+      local r = U.long_of(idx).new():resize(sizes(n_out)):fill(n_in + 1) -- on idx's device
       local ones = {}
       for i = 1, d - 2 do ones[i] = 1 end
       ones[#ones + 1] = n_in
-      local pos = torch.range(1, n_in):long():view(torch.LongStorage(ones))
-      r:scatter(fd, idxf, pos:expandAs(idxf):contiguous())
+      local pos = U.on_device_of(torch.range(1, n_in):long():view(torch.LongStorage(ones)), r)
+      r:scatter(fd, U.long_of(idxf), pos:expandAs(idxf):contiguous())
       return r
    end)
    local xf = input:contiguous():view(sizes(n_in))

@@ -261,8 +261,7 @@ function LookupTable:updateOutput(input)
       nn._raise(string.format('%s: expected a 1-D or 2-D tensor of indices, got %s', tostring(self),
                           describe(input)))
    end
-   local idx = input:type() == 'torch.LongTensor' and input or input:long()
-   idx = idx:contiguous():view(-1)
+   local idx = nn._layer_util.long_of(input):contiguous():view(-1) -- on the input's device
    -- (graph mode reads no index from Lua: the index op checks the range at every run)
    if idx:nElement() > 0 and torch._C.tc_trace_current() == nil then
       local lo, hi = idx:min(), idx:max()
@@ -462,7 +461,7 @@ function Index:updateOutput(input)
       nn._raise(string.format('%s: expected {tensor, LongTensor indices}, got %s', tostring(self),
                           describe(input)))
    end
-   local idx = input[2]:type() == 'torch.LongTensor' and input[2] or input[2]:long()
+   local idx = nn._layer_util.long_of(input[2])
    self.output = input[1]:index(real_dim(self.dimension, input[1]), idx)
    return self.output
 end

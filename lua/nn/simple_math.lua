@@ -404,13 +404,14 @@ function OneHot:__init(outputSize)
 end
 function OneHot:updateOutput(input)
    check_tensor(self, input, 2)
-   local idx = input:long():contiguous():view(-1, 1)
+   -- indices and one-hots on the input's device
+   local idx = nn._layer_util.long_of(input):contiguous():view(-1, 1)
    if idx:nElement() > 0 and (idx:min() < 1 or idx:max() > self.outputSize) then
       nn._raise(string.format('%s: index out of range 1..%d', tostring(self), self.outputSize))
    end
    -- the module's tensor type (m:float() gives float one-hots, as Torch7's cast buffer)
-   local out = torch.Tensor(idx:size(1), self.outputSize):zero()
-   if self._type then out = out:type(self._type) end
+   local out = nn._layer_util.empty_on(input, self._type or torch.getdefaulttensortype())
+   out:resize(idx:size(1), self.outputSize):zero()
    if idx:nElement() > 0 then out:scatter(2, idx, 1) end
    local sz = input:size():totable()
    sz[#sz + 1] = self.outputSize

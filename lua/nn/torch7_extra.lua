@@ -88,10 +88,14 @@ function Decorator:__tostring__()
 end
 
 ---------------------------------------------------------------------------------------------
--- GPU(module, device, [outdevice]): Torch7 hosts the module on a CUDA device. tocha's nn
--- has no CUDA modules yet (Module:cuda() is an error), and on non-CUDA types Torch7's GPU
--- simply runs the module, so scripts written for several GPUs load and run on the CPU.
--- The device numbers are kept (and printed) for files that carry them.
+-- GPU(module, device, [outdevice]): Torch7's model parallelism. After :cuda() (any CUDA
+-- type) the module lives on CUDA device `device` (cutorch's numbering, from 1): forward
+-- moves the input there, runs the module with that device selected (tensors it makes
+-- with torch.CudaTensor(...) go there too) and moves the output to `outdevice` (default
+-- device); backward moves gradOutput to `device` and the gradInput back to the input's
+-- device. The moves are copies on the autograd tape, so m(x) ... loss:backward() works
+-- across devices too. On CPU types the module simply runs (scripts written for several
+-- GPUs run on the CPU), as in Torch7.
 ---------------------------------------------------------------------------------------------
 local GPU, GPUParent = torch.class('nn.GPU', 'nn.Container')
 
@@ -108,11 +112,99 @@ function GPU:__init(module, device, outdevice)
    self.modules[1] = module
 end
 
-GPU.updateOutput = Decorator.updateOutput
-GPU.updateGradInput = Decorator.updateGradInput
-GPU.accGradParameters = Decorator.accGradParameters
-GPU.backward = Decorator.backward
-GPU.accUpdateGradParameters = Decorator.accUpdateGradParameters
+local function on_cuda(self) return self._type ~= nil and torch._cuda_dtype_of_name[self._type] ~= nil end
+
+-- fn(...) with CUDA device dev (1-based) selected; the previous selection is restored, also
+-- when fn raises (the error goes on unchanged).
+local function with_device(self, dev, fn, ...)
+   local n = torch.cuda.deviceCount()
+   if dev < 1 or dev > n or dev % 1 ~= 0 then
+      U.raise(self, 'device %s does not exist (%d device%s: 1..%d, numbered from 1 as in cutorch)', tostring(dev), n,
+              n == 1 and '' or 's', n)
+   end
+   local prev = torch.cuda.getDevice()
+   torch.cuda.setDevice(dev)
+   local r = {pcall(fn, ...)}
+   torch.cuda.setDevice(prev)
+   if not r[1] then error(r[2], 0) end
+   return unpack(r, 2, table.maxn(r))
+end
+
+-- x (a tensor or nested table of them) with every tensor on device code `device` (a
+-- recorded copy when needed).
+local function moved(x, device)
+   if isTensor(x) then
+      if x.p.device == device then return x end
+      return torch._tensor_util.to_device(x.p, device, -1, 2)
+   elseif type(x) == 'table' then
+      local r = {}
+      for k, v in pairs(x) do r[k] = moved(v, device) end
+      return r
+   end
+   return x
+end
+
+-- x moved to the devices of `like` (same structure).
+local function moved_as(x, like)
+   if isTensor(x) then return moved(x, like.p.device) end
+   if type(x) == 'table' then
+      local r = {}
+      for k, v in pairs(x) do r[k] = moved_as(v, like[k]) end
+      return r
+   end
+   return x
+end
+
+local function code(dev) return torch._C.TC_CUDA + dev - 1 end
+
+function GPU:type(typename, cache)
+   if typename ~= nil and torch._cuda_dtype_of_name[typename] ~= nil then
+      nn.utils.checkType('type', typename)
+      return with_device(self, self.device, GPUParent.type, self, typename, cache)
+   end
+   return GPUParent.type(self, typename, cache)
+end
+
+function GPU:updateOutput(input)
+   if not on_cuda(self) then
+      self.output = call(self, 1, 'updateOutput', input)
+      return self.output
+   end
+   self._agDevInput = moved(input, code(self.device))
+   local out = with_device(self, self.device, call, self, 1, 'updateOutput', self._agDevInput)
+   self.output = moved(out, code(self.outdevice))
+   return self.output
+end
+
+-- The child's pass on the device: gradOutput moved there, gradInput back to the input's.
+local function device_pass(self, method, input, gradOutput, scale)
+   local go = moved(gradOutput, code(self.device))
+   local gi = with_device(self, self.device, call, self, 1, method, self._agDevInput, go, scale)
+   if gi == nil then return nil end
+   return moved_as(gi, input)
+end
+
+function GPU:updateGradInput(input, gradOutput)
+   if not on_cuda(self) then return Decorator.updateGradInput(self, input, gradOutput) end
+   self.gradInput = device_pass(self, 'updateGradInput', input, gradOutput)
+   return self.gradInput
+end
+
+function GPU:accGradParameters(input, gradOutput, scale)
+   if not on_cuda(self) then return Decorator.accGradParameters(self, input, gradOutput, scale) end
+   device_pass(self, 'accGradParameters', input, gradOutput, scale)
+end
+
+function GPU:backward(input, gradOutput, scale)
+   if not on_cuda(self) then return Decorator.backward(self, input, gradOutput, scale) end
+   self.gradInput = device_pass(self, 'backward', input, gradOutput, scale)
+   return self.gradInput
+end
+
+function GPU:accUpdateGradParameters(input, gradOutput, lr)
+   if not on_cuda(self) then return Decorator.accUpdateGradParameters(self, input, gradOutput, lr) end
+   device_pass(self, 'accUpdateGradParameters', input, gradOutput, lr)
+end
 
 function GPU:setDevice(device)
    self.device = device or self.device
@@ -259,15 +351,32 @@ local function tensor_type(x)
    return nil
 end
 
-local function cast(x, t)
+-- x (a tensor or table of them) converted to type t; a CUDA type goes to `device` when
+-- given (the caller's input's device), else to the selected device
+local function cast(x, t, device)
    if isTensor(x) then
-      if torch.type(x) == t then return x end
+      if torch.type(x) == t and (device == nil or x.p.device == device) then return x end
+      if device ~= nil and torch._cuda_dtype_of_name[t] ~= nil then
+         return torch._tensor_util.to_device(x.p, device, torch._cuda_dtype_of_name[t], 2)
+      end
       return x:type(t)
    end
    if type(x) ~= 'table' then return x end
    local r = {}
-   for i = 1, #x do r[i] = cast(x[i], t) end
+   for i = 1, #x do r[i] = cast(x[i], t, device) end
    return r
+end
+
+-- the device of x's first tensor when it is a CUDA device, else nil
+local function cuda_device(x)
+   if isTensor(x) then return x.p.device ~= 0 and x.p.device or nil end
+   if type(x) == 'table' then
+      for _, v in pairs(x) do
+         local d = cuda_device(v)
+         if d then return d end
+      end
+   end
+   return nil
 end
 
 function DontCast:__init(module, castin, castout, moduleType)
@@ -288,9 +397,10 @@ function DontCast:updateOutput(input)
    if not isTensor(input) and type(input) ~= 'table' then
       U.raise(self, 'expected a tensor or a table of tensors, got %s', type(input))
    end
+   local back_to = cuda_device(input) -- castout returns to the input's device
    if self.castin then input = cast(input, self.moduleType) end
    local out = call(self, 1, 'updateOutput', input)
-   if self.castout then out = cast(out, self._type or 'torch.DoubleTensor') end
+   if self.castout then out = cast(out, self._type or 'torch.DoubleTensor', back_to) end
    self.output = out
    return out
 end

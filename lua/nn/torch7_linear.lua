@@ -434,10 +434,10 @@ end
 function KM:updateOutput(input)
    self:_check(input)
    nn._no_grad(function()
-      local score, idx = sq_dist(self.weight, input:type(self.weight:type())):min(1)
+      local score, idx = sq_dist(self.weight, input:typeAs(self.weight)):min(1)
       self._minIndx = idx:view(-1)
       self.loss = score:sum()
-      self.output = self._minIndx:type(input:type())
+      self.output = self._minIndx:typeAs(input)
    end)
    return self.output
 end
@@ -456,9 +456,9 @@ function KM:accGradParameters(input, gradOutput, scale)
       U.raise(self, 'run forward on this input before accGradParameters')
    end
    nn._no_grad(function()
-      local x = input:type(self.weight:type())
+      local x = input:typeAs(self.weight)
       local idx = self._minIndx
-      self.clusterSampleCount = torch.zeros(self.k):type(self.weight:type())
+      self.clusterSampleCount = torch.zeros(self.k):typeAs(self.weight)
          :indexAdd(1, idx, x.new(idx:nElement()):fill(1))
       local g = (x - self.weight:index(1, idx)):mul(-scale)
       local sums = self.weight.new(self.k, self.dim):zero():indexAdd(1, idx, g)

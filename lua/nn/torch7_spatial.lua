@@ -248,10 +248,10 @@ end
 local function gather_outputs(self, y)
    local conn = self.connTable
    local N, n, oH, oW = y:size(1), y:size(2), y:size(3), y:size(4)
+   -- M[conn[k][2]][k] = 1, by a scatter on the device of y (no element reads of conn)
    local M = nn._no_grad(function()
-      local m = y.new(self.nOutputPlane, n):zero()
-      for k = 1, n do m[conn[k][2]][k] = 1 end
-      return m
+      local to = U.on_device_of(U.long_of(conn:select(2, 2)), y):contiguous():view(1, n)
+      return y.new(self.nOutputPlane, n):zero():scatter(1, to, 1)
    end)
    local z = torch.mm(y:view(N, n, oH * oW):transpose(2, 3):contiguous():view(N * oH * oW, n), M:t())
    z = z:view(N, oH * oW, self.nOutputPlane):transpose(2, 3):contiguous()
@@ -419,7 +419,10 @@ function SFMP:updateOutput(input)
               describe(input), oH, oW, pH, pW)
    end
    local samples = self:_samples(x, 2)
-   -- flat 0-based positions (N, C, oH, oW, pH, pW) of every window element
+   -- flat 0-based positions (N, C, oH, oW, pH, pW) of every window element, computed on the
+   -- host (from the samples' values: one copy when a CUDA model holds them) and moved next to
+   -- the input
+   if samples:isCuda() then samples = samples:double() end
    local idx = nn._no_grad(function()
       local rows, cols = torch.LongTensor(N, C, oH), torch.LongTensor(N, C, oW)
       for n = 1, N do
@@ -433,8 +436,8 @@ function SFMP:updateOutput(input)
       local di = torch.range(0, pH - 1):long():view(1, 1, 1, 1, pH, 1)
       local dj = torch.range(0, pW - 1):long():view(1, 1, 1, 1, 1, pW)
       local r = torch.add(rows:view(N, C, oH, 1, 1, 1), di):mul(W)
-      return torch.add(torch.add(r, cols:view(N, C, 1, oW, 1, 1)), dj)
-         :view(N, C, oH * oW * pH * pW):add(1)
+      return U.on_device_of(torch.add(torch.add(r, cols:view(N, C, 1, oW, 1, 1)), dj)
+         :view(N, C, oH * oW * pH * pW):add(1), x)
    end)
    local win = x:contiguous():view(N, C, H * W):gather(3, idx):view(N, C, oH, oW, pH * pW)
    local y, arg = torch.max(win, 5)

@@ -69,9 +69,10 @@ function Bilinear:__init(params)
    end
 end
 
--- (out, n) interpolation matrix of type like x: row i mixes source pixels floor(c), +1.
+-- (out, n) interpolation matrix of type like x (made on the host, then moved to x's
+-- device): row i mixes source pixels floor(c), +1.
 local function interp_matrix(x, n, out)
-   local m = x.new(out, n):zero()
+   local m = torch.DoubleTensor(out, n):zero()
    local r = out > 1 and (n - 1) / (out - 1) or 0
    for i = 0, out - 1 do
       local c = r * i
@@ -82,7 +83,7 @@ local function interp_matrix(x, n, out)
       m[i + 1][i0 + 1] = m[i + 1][i0 + 1] + (1 - l1)
       m[i + 1][i1 + 1] = m[i + 1][i1 + 1] + l1
    end
-   return m
+   return U.as_like(m, x)
 end
 
 function Bilinear:updateOutput(input)

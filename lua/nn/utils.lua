@@ -190,6 +190,11 @@ local function flatten_list(list, what, who)
    if #live == 0 then return torch.Tensor() end
    local typename = live[1]:type()
    for i = 2, #live do
+      if live[i].p.device ~= live[1].p.device then
+         nn._raise(string.format('%s:getParameters: %s on %s and %s: one flat storage needs one device (nn.GPU ' ..
+                                 'spreads a model over devices; flatten each part)', who, what,
+                                 torch._device_str(live[1].p.device), torch._device_str(live[i].p.device)))
+      end
       if live[i]:type() ~= typename then
          nn._raise(string.format('%s:getParameters: %s of types %s and %s: convert the module ' ..
                                  'with :type() first', who, what, typename, live[i]:type()))

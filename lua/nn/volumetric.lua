@@ -172,15 +172,15 @@ function VFC:updateOutput(input)
    local rest = N * nOut * oH * oW
    -- rows (kt, t): tap kt of input frame t, which lands on output time t*dT + kt - padT
    y = y:view(N, T, kT, nOut, oH, oW):permute(3, 2, 1, 4, 5, 6):contiguous():view(kT * T, rest)
-   local S = nn._no_grad(function()
-      local s = y.new(oT, kT * T):zero()
+   local S = nn._no_grad(function() -- made on the host, moved to y's device
+      local s = torch.DoubleTensor(oT, kT * T):zero()
       for kt = 0, kT - 1 do
          for t = 0, T - 1 do
             local o = t * self.dT + kt - self.padT
             if o >= 0 and o < oT then s[o + 1][kt * T + t + 1] = 1 end
          end
       end
-      return s
+      return U.as_like(s, y)
    end)
    local z = torch.mm(S, y):view(oT, N, nOut, oH, oW):permute(2, 3, 1, 4, 5)
    if self.bias then z = torch.add(z, self.bias:view(1, nOut, 1, 1, 1)) else z = z:contiguous() end
@@ -304,8 +304,8 @@ function VMP:updateOutput(input)
    local oT, oH, oW = g.o[1], g.o[2], g.o[3]
    -- each maximum's 1-based position in its T*H*W volume: the same windows over positions
    self.indices = nn._no_grad(function()
-      local pos = windows(torch.range(1, T * H * W):view(1, 1, T, H, W), g, 0)
-      return pos:expand(N, C, oT, oH, oW, pos:size(6)):gather(6, arg):view(N, C, oT, oH, oW):long()
+      local pos = windows(U.on_device_of(torch.range(1, T * H * W), x):view(1, 1, T, H, W), g, 0)
+      return U.long_of(pos:expand(N, C, oT, oH, oW, pos:size(6)):gather(6, arg):view(N, C, oT, oH, oW))
    end)
    y = y:view(N, C, oT, oH, oW)
    if not batched then self.indices = self.indices:view(C, oT, oH, oW) end
@@ -418,12 +418,12 @@ function VMU:updateOutput(input)
    local fd = #lead + 1
    local inv = nn._no_grad(function()
       local idxf = idx:contiguous():view(sizes(nIn))
-      local r = torch.LongTensor():resize(sizes(nOut)):fill(nIn + 1)
+      local r = U.long_of(idx).new():resize(sizes(nOut)):fill(nIn + 1) -- on idx's device
       local ones = {}
       for i = 1, #lead do ones[i] = 1 end
       ones[#ones + 1] = nIn
-      local pos = torch.range(1, nIn):long():view(torch.LongStorage(ones))
-      r:scatter(fd, idxf, pos:expandAs(idxf):contiguous())
+      local pos = U.on_device_of(torch.range(1, nIn):long():view(torch.LongStorage(ones)), r)
+      r:scatter(fd, U.long_of(idxf), pos:expandAs(idxf):contiguous())
       return r
    end)
    local ext = torch.cat(x:contiguous():view(sizes(nIn)), U.zeros_like_type(x, sizes(1):totable()), fd)
@@ -561,6 +561,7 @@ function VFMP:updateOutput(input)
               describe(input), oT, oH, oW, pT, pH, pW)
    end
    local samples = self:_samples(x, 3)
+   if samples:isCuda() then samples = samples:double() end -- read on the host (SFMP's note)
    local intervals = nn._fractionalIntervals
    local idx = nn._no_grad(function()
       local ts, rs, cs = torch.LongTensor(N, C, oT), torch.LongTensor(N, C, oH), torch.LongTensor(N, C, oW)
@@ -580,7 +581,7 @@ function VFMP:updateOutput(input)
       local t = torch.add(ts:view(N, C, oT, 1, 1, 1, 1, 1), dt):mul(H * W)
       local r = torch.add(rs:view(N, C, 1, oH, 1, 1, 1, 1), di):mul(W)
       local c = torch.add(cs:view(N, C, 1, 1, oW, 1, 1, 1), dj)
-      return torch.add(torch.add(t, r), c):view(N, C, -1):add(1)
+      return U.on_device_of(torch.add(torch.add(t, r), c):view(N, C, -1):add(1), x)
    end)
    local K = pT * pH * pW
    local win = x:contiguous():view(N, C, T * H * W):gather(3, idx):view(N, C, oT, oH, oW, K)

@@ -45,11 +45,25 @@ local function need_number(name, what, x, level)
    return x
 end
 
--- Writes fn(k) into element k (row-major) of t, k = 0 .. numel-1.
+local function copy_into(res, src, level)
+   clear_params()
+   IN[0] = src.p
+   local _ = run(OP_COPY, 1, res, level + 1)
+end
+
+-- Writes fn(k) into element k (row-major) of t, k = 0 .. numel-1. A device tensor gets its
+-- values made on the host and copied over at once (its memory is never touched from Lua).
 local function write_seq(t, fn)
    local p = t.p
    local n = numel(p)
    if n == 0 then return end
+   if p.device ~= 0 then
+      sizes_buf[0] = n
+      local h = U.new_sized(p.dtype, 1, sizes_buf, 'write', 2)
+      write_seq(h, fn)
+      copy_into(t, h, 2)
+      return
+   end
    local d, set = data_ptr(p), SET[p.dtype]
    if C.tc_tensor_is_contiguous(p) ~= 0 then
       for k = 0, n - 1 do set(d, k, fn(k)) end
@@ -105,6 +119,12 @@ function torch.eye(a, b, c)
    fill(res, 0)
    local p = res.p
    if numel(p) == 0 then return res end
+   if p.device ~= 0 then -- a device tensor: the diagonal, a strided view, filled by the op
+      sizes_buf[0], strides_buf[0] = math.min(n, m), p.stride[0] + p.stride[1]
+      if C.tc_tensor_new_view(p.storage, p.dtype, p.offset, 1, sizes_buf, strides_buf, outp) ~= 0 then raise(2) end
+      fill(wrap(outp[0]), 1)
+      return res
+   end
    local dp, set = data_ptr(p), SET[p.dtype]
    local step = tonumber(p.stride[0] + p.stride[1])
    for k = 0, math.min(n, m) - 1 do set(dp, k * step, 1) end
@@ -174,12 +194,6 @@ local function strided_view(p, off, n, stride, level)
    return wrap(outp[0])
 end
 
-local function copy_into(res, src, level)
-   clear_params()
-   IN[0] = src.p
-   local _ = run(OP_COPY, 1, res, level + 1)
-end
-
 -- diag([res,] x [, k = 0]): a vector x gives the square matrix with x on diagonal k (k > 0
 -- above the main one); a matrix x gives its diagonal k as a vector.
 function torch.diag(a, b, c)
@@ -230,6 +244,21 @@ local function triangle(name, lower, a, b, c)
    end
    local q = res.p
    local rows, cols = tonumber(q.size[0]), tonumber(q.size[1])
+   if q.device ~= 0 then
+      -- a device tensor: the mask of the dropped elements (column - row compared with k) is
+      -- made on the host with ops, moved over, and applied by masked_fill (recorded by
+      -- autograd like any op)
+      if rows * cols == 0 then return res end
+      local j = torch.range(0, cols - 1):view(1, cols):expand(rows, cols)
+      local i = torch.range(0, rows - 1):view(rows, 1):expand(rows, cols)
+      local diff = torch.add(j, -1, i)
+      local drop = lower and torch.gt(diff, k) or torch.lt(diff, k)
+      local w = U.to_device(drop.p, q.device, -1, 3)
+      clear_params()
+      IN[0], IN[1] = q, w.p
+      local _ = run(C.TC_OP_MASKED_FILL, 2, res, 3)
+      return res
+   end
    -- a result with history (x requires grad): zeroed by a recorded maskedFill
    local recorded = U.grad_write_kind(q) == 'nonleaf' and res.p ~= p
    local target = res
@@ -448,6 +477,17 @@ function torch.histc(a, b, c, d, e)
    if nbins < 1 then error(fmt('histc: the bin count must be positive, got %d', nbins), 2) end
    lo = lo == nil and 0 or need_number('histc', 'min', lo, 2)
    hi = hi == nil and 0 or need_number('histc', 'max', hi, 2)
+   if p.device ~= 0 then
+      -- a device tensor: counted on a host copy (one transfer), the counts moved back
+      local h = torch.histc(U.host_copy(p, 2), nbins, lo, hi)
+      if res == nil then
+         local r = U.to_device(h.p, p.device, -1, 2)
+         return r
+      end
+      methods.resizeAs(res, h)
+      copy_into(res, h, 2)
+      return res
+   end
    local n = numel(p)
    local vals = {}
    if n > 0 then

@@ -23,6 +23,7 @@
 -- Conventions as in tensor.lua (levels, no tail calls that raise, checks before changes).
 local torch = ...
 local ffi = require 'ffi'
+local bit = require 'bit'
 
 local C = torch._C
 local methods = torch._methods
@@ -79,9 +80,22 @@ local function device_code(name, device, level)
    return CUDA + device
 end
 
+local run, clear_params, IN = torch._run, torch._clear_params, torch._IN
+local TF_GRAD = U.TF_GRAD
+
 -- A new contiguous tensor of dtype dt on device holding p's values (an empty tensor stays
--- empty).
+-- empty). On the autograd tape when p requires grad and grad mode is on (PyTorch's .to()
+-- and .cuda() are differentiable): the copy op into a fresh tensor there, whose gradient
+-- rule brings the gradient back to p's device and dtype (core/autograd/rules_ew.c).
 local function to(p, device, dt, level)
+   if p.storage ~= nil and bit.band(p.flags, TF_GRAD) ~= 0 and C.tc_grad_enabled() ~= 0 then
+      if C.tc_tensor_new_on(device, dt < 0 and p.dtype or dt, p.ndim, p.size, outp) ~= 0 then raise(level + 1) end
+      local r = wrap(outp[0])
+      clear_params()
+      IN[0] = p
+      local _ = run(C.TC_OP_COPY, 1, r, level + 1)
+      return r
+   end
    if C.tc_tensor_to(p, device, dt, outp) ~= 0 then raise(level + 1) end
    return wrap(outp[0])
 end
@@ -137,12 +151,25 @@ local function construct(dt, device, a, b, c, d, e, f, g, h, i)
       if not ok then error((tostring(host):gsub('^[^\n]-:%d+: ', ''):gsub(type_names[dt], name, 1)), 3) end
       local t = to(host.p, device, -1, 3)
       return t
+   elseif torch._cuda_storage_dtype(a) ~= nil then
+      -- (CUDA storage [, offset [, sizes [, strides]]]): a view, on the storage's device
+      if torch._cuda_storage_dtype(a) ~= dt then
+         error(fmt('%s: expected a %s, got %s', name, (name:gsub('Tensor$', 'Storage')), torch.typename(a)), 3)
+      end
+      local tcs, off, nd = U.storage_geometry(dt, name, 3, a, b, c, d, e, f, g, h, i)
+      if nd == 0 or sizes_buf[0] == 0 or tcs == nil then
+         if C.tc_tensor_new_empty_on(a.p.device, dt, outp) ~= 0 then raise(3) end
+         return wrap(outp[0])
+      end
+      if C.tc_tensor_new_view(tcs, dt, off, nd, sizes_buf, strides_buf, outp) ~= 0 then raise(3) end
+      return wrap(outp[0])
    elseif torch._storage_dtype(a) ~= nil then
-      error(fmt('%s: storages are host memory and a CUDA tensor cannot view one; build a %s on it and move it '
-                .. 'with :cuda() / :type()', name, type_names[dt]), 3)
+      error(fmt('%s: a %s is host memory and a CUDA tensor cannot view one; build a %s on it and move it '
+                .. 'with :cuda() / :type(), or use a %s', name, torch.typename(a), type_names[dt],
+                (name:gsub('Tensor$', 'Storage'))), 3)
    end
-   error(fmt('%s: invalid arguments (%s): expected (), (tensor), (sz1, ...), (LongStorage sizes) or (table)', name,
-             describe(a)), 3)
+   error(fmt('%s: invalid arguments (%s): expected (), (tensor), (sz1, ...), (LongStorage sizes), (storage '
+             .. '[, offset, sizes [, strides]]) or (table)', name, describe(a)), 3)
 end
 
 -- x.new for a device tensor (init.lua's __index): one constructor per (device, dtype).
@@ -253,15 +280,16 @@ function methods.real(t)
    return r
 end
 
--- cuda([device]): a torch.CudaTensor (float32, cutorch's rule) on device (0-based; nil: the
--- selected one); self when it already is one there. cudaDouble([device]) etc. the same
--- for the other types.
+-- cuda([device [, non_blocking]]): a torch.CudaTensor (float32, cutorch's rule) on device
+-- (0-based; nil: the selected one); self when it already is one there. cudaDouble([device])
+-- etc. the same for the other types. non_blocking (PyTorch's): from pinned memory the copy
+-- is queued on the current stream and not waited for (cuda_stream.lua).
 local function def_cuda(meth, dt)
-   methods[meth] = function(t, device)
+   methods[meth] = function(t, device, non_blocking)
       local dev = device_code(meth, device, 2)
       local p = t.p
       if p.device == dev and p.dtype == dt then return t end
-      local r = to(p, dev, dt, 2)
+      local r = non_blocking and torch._to_async(p, dev, dt, 2) or to(p, dev, dt, 2)
       return r
    end
 end

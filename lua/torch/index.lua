@@ -136,7 +136,9 @@ local function is_mask(q) return q.dtype == U8 or q.dtype == BOOL end
 -- tc_tensor_set_value, as cutorch's t[i] did (slow: one copy each). v nil: a read.
 local zeros = ffi.new('int64_t[1]')
 local one = ffi.new('double[1]')
+torch._device_elems = 0 -- elements crossed this way (tests check that nn's paths cross none)
 local function device_elem(p, off, v, level)
+   torch._device_elems = torch._device_elems + 1
    if C.tc_tensor_new_view(p.storage, p.dtype, off, 0, nil, nil, outp) ~= 0 then raise(level + 1) end
    local e = outp[0]
    local st

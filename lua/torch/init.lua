@@ -491,7 +491,7 @@ if cls.set_cdata_typename then
 end
 
 for _, part in ipairs({'tensor', 'storage', 'math', 'index', 'print', 'random', 'utils', 'cuda', 'cuda_tensor',
-                       'serialize', 'autograd'}) do
+                       'cuda_storage', 'serialize', 'autograd'}) do
    load_part(part)
 end
 for _, part in ipairs({'Timer', 'CmdLine', 'Tester'}) do

@@ -25,8 +25,8 @@
 -- copied to the host (no device number: cutorch's format has none). They load onto the
 -- selected device, tensors that shared a storage sharing one device storage; without CUDA
 -- loading one is an error naming its class unless opts {map_location = 'cpu'} (PyTorch's
--- name) asks for CPU tensors; map_location = 'cuda:N' loads onto device N. A bare CUDA
--- storage loads as a host storage (Lua storages are host memory).
+-- name) asks for CPU tensors; map_location = 'cuda:N' loads onto device N. CUDA storages
+-- (lua/torch/cuda_storage.lua) are written the same way and load by the same rule.
 -- Loading never runs code from the data: function bytecode is refused unless the caller
 -- passes {allowFunctions = true}. Every size is checked against the bytes left before
 -- anything is allocated, classes are looked up by name (a class must be loaded, except
@@ -164,6 +164,10 @@ local function write_torch(f, st, obj, name)
          proxy.data, proxy.cuda = C.tc_tensor_data(proxy.host.p), true
       end
       write_object(f, st, setmetatable(proxy, PROXY))
+   elseif torch._cuda_storage_dtype(obj) ~= nil then
+      -- a CUDA storage (cutorch's class name, from torch.typename): its values from a host copy
+      local host = obj:size() > 0 and torch._tensor_util.host_copy(obj.p, 2) or nil
+      write_storage_body(f, torch._cuda_storage_dtype(obj), host and C.tc_tensor_data(host.p), obj:size())
    elseif torch.isStorage(obj) then
       write_storage_body(f, torch._storage_dtype(obj), torch._storage_ptr(obj), obj:size())
    elseif type(obj) == 'table' then
@@ -187,7 +191,9 @@ local function ref_key(x)
       local p = x.p
       if p == nil then return x end -- inline: only this object has the elements
       local tcs = p.storage
-      return fmt('s%x:%d:%d:%d', addr(tcs), tonumber(p.offset), x:size(), torch._storage_dtype(x))
+      if tcs == nil then return x end -- an empty CUDA storage
+      return fmt('s%x:%d:%d:%d', addr(tcs), tonumber(p.offset), x:size(),
+                 torch._storage_dtype(x) or torch._cuda_storage_dtype(x))
    end
    return x
 end
@@ -357,6 +363,7 @@ end
 -- storage view one device storage, the whole storage moved once (cached in the read state).
 local function to_device(st, t, device)
    local p = t.p
+   if p.device == device then return t end -- made over a CUDA storage read onto device
    if p.storage == nil then
       if C.tc_tensor_to(p, device, -1, outp) ~= 0 then error(ffi.string(C.tc_last_error()), 0) end
       return torch._wrap(outp[0])
@@ -425,14 +432,17 @@ local function read_tensor(f, st, dt, at)
    end
    local sat = f:_tell()
    local s = read_object(f, st)
-   if s ~= nil and torch._storage_dtype(s) ~= dt then
+   -- a CUDA storage (read onto a device by read_torch) gives a tensor on its device
+   local view = torch._storage_view
+   if s ~= nil and torch._cuda_storage_dtype(s) == dt then view = torch._cuda_storage_view
+   elseif s ~= nil and torch._storage_dtype(s) ~= dt then
       corrupt(f, fmt('a %s whose storage is a %s', type_names[dt], torch.type(s)), sat)
    end
    local tname = type_names[dt]:match('^torch%.(.*)$')
    if nd == 0 then
       -- Torch7's empty tensor; a tocha 0-dim (scalar) tensor has a storage holding it
       if s == nil or off < 1 or off > s:size() then return torch[tname]() end
-      local tcs, base = torch._storage_view(s)
+      local tcs, base = view(s)
       if C.tc_tensor_new_view(tcs, dt, base + tonumber(off) - 1, 0, nil, nil, outp) ~= 0 then
          corrupt(f, 'tensor: ' .. ffi.string(C.tc_last_error()), at)
       end
@@ -447,7 +457,11 @@ local function read_tensor(f, st, dt, at)
       corrupt(f, fmt('a tensor at storage offset %d spanning %d elements of a storage of %d',
                      off, span + 1, s:size()), offat)
    end
-   local tcs, base = torch._storage_view(s)
+   local tcs, base = view(s)
+   if tcs == nil then -- an empty CUDA storage: an empty tensor
+      if C.tc_tensor_new(dt, nd, sizes_buf, outp) ~= 0 then corrupt(f, ffi.string(C.tc_last_error()), at) end
+      return torch._wrap(outp[0])
+   end
    if C.tc_tensor_new_view(tcs, dt, base + tonumber(off) - 1, nd, sizes_buf, strides_buf, outp) ~= 0 then
       corrupt(f, 'tensor: ' .. ffi.string(C.tc_last_error()), at)
    end
@@ -487,8 +501,16 @@ local function read_torch(f, st, idx, at)
       if device == C.TC_CPU then return t end
       return to_device(st, t, device)
    end
-   dt = builtin_dtype(name, 'Storage')
-   if dt ~= nil then return read_storage(f, st, dt, at) end
+   local scuda
+   dt, scuda = builtin_dtype(name, 'Storage')
+   if dt ~= nil then
+      local s = read_storage(f, st, dt, at)
+      if not scuda then return s end
+      -- cutorch's storage: onto the device its tensors go to (map_location's rule)
+      local device = cuda_target(f, name)
+      if device == C.TC_CPU then return s end
+      return torch._cuda_storage_from_host(s, device)
+   end
    local factory = class_factory(name)
    if factory == nil then
       corrupt(f, fmt("an object of unknown class '%s' (require the package that defines it first)", name), at)

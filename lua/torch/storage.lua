@@ -110,6 +110,13 @@ function torch._storage_view(s)
    return p.storage, tonumber(p.offset), s.n
 end
 
+-- The 1-dim tensor (tc_tensor*) over s's elements, moved to C memory first (for ops that
+-- copy from a host storage into a CUDA one: cuda_storage.lua).
+function torch._storage_tensor(s)
+   materialize(s)
+   return s.p
+end
+
 -- The typed element pointer (for reading sizes out of a LongStorage).
 function torch._storage_ptr(s) return s.d end
 
@@ -195,6 +202,12 @@ function shared.copy(s, src)
          return s
       end
       q = borrowed_tensor(src).p
+   elseif torch._cuda_storage_dtype and torch._cuda_storage_dtype(src) ~= nil then -- device -> host
+      if src.n ~= n then
+         error(fmt('copy: cannot copy a storage of %d elements into one of %d', src.n, n), 2)
+      end
+      if n == 0 then return s end
+      q = src.p
    elseif U.isT(src) then
       q = src.p
       if U.numel(q) ~= n then
@@ -390,8 +403,11 @@ long_ct = storage_ct[I64]
 torch._storage_name = storage_name
 
 -- torch.typename / torch.type of a cdata: tensors (init.lua's rule) and storages.
+-- (CUDA storages: cuda_storage.lua, loaded later)
 torch._classes.set_cdata_typename(function(x)
    if ffi.istype(Handle, x) then return torch._tensor_type_name(x.p) end
    local dt = storage_dt[tonumber(ffi.typeof(x))]
-   return dt and storage_name[dt] or nil
+   if dt then return storage_name[dt] end
+   local cdt = torch._cuda_storage_dtype and torch._cuda_storage_dtype(x)
+   return cdt and torch._cuda_storage_name[cdt] or nil
 end)

@@ -287,12 +287,15 @@ util.new_empty = new_empty
 -- (storage [, offset [, sizes LongStorage [, strides LongStorage]]]) and
 -- (storage, offset, sz1, st1, sz2, st2, ...). Returns tc_storage*, 0-based offset, ndim.
 local function storage_geometry(dt, name, level, s, offset, a, b, ...)
-   local sdt = torch._storage_dtype(s)
+   local sdt, view = torch._storage_dtype(s), torch._storage_view
+   if sdt == nil and torch._cuda_storage_dtype then -- a CUDA storage (cuda_storage.lua)
+      sdt, view = torch._cuda_storage_dtype(s), torch._cuda_storage_view
+   end
    if sdt ~= dt then
       local want = type_names[dt]:gsub('Tensor$', 'Storage')
       error(fmt('%s: expected a %s, got %s', name, want, describe(s)), level + 1)
    end
-   local tcs, base, ssize = torch._storage_view(s)
+   local tcs, base, ssize = view(s)
    local nd
    if offset == nil then
       offset = 1
@@ -514,9 +517,11 @@ methods.numel = methods.nElement
 
 function methods.elementSize(t) return ELSIZE[t.p.dtype] end
 
+-- storage(): the storage over the tensor's whole memory (nil for an empty tensor); a
+-- torch.Cuda*Storage for a device tensor (cutorch), whose values stay on the device.
 function methods.storage(t)
    if check_read then check_read(t.p, 'x:storage()') end
-   if t.p.device ~= 0 then device_values_error(t.p, 'x:storage() (storages are host memory)', 3) end
+   if t.p.device ~= 0 then return torch._cuda_storage_of_tensor(t.p) end
    return torch._storage_of_tensor(t.p)
 end
 
@@ -571,7 +576,7 @@ function methods.set(t, a, b, ...)
       C.tc_tensor_clear(p)
    elseif isT(a) then
       if C.tc_tensor_set(p, a.p) ~= 0 then raise(2) end
-   elseif torch._storage_dtype(a) ~= nil then
+   elseif torch.isStorage(a) then
       local tcs, off, nd = storage_geometry(p.dtype, 'set', 2, a, b, ...)
       if nd == 0 or sizes_buf[0] == 0 then
          C.tc_tensor_clear(p) -- Torch7's empty rule, as in resize

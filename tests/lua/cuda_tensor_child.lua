@@ -115,8 +115,8 @@ a:map(torch.FloatTensor({1, 1, 1}), function(p, q) return p + q end)
 a:map2(torch.CudaTensor({1, 2, 3}), torch.CudaDoubleTensor({0, 0, 1}), function(p, q, r) return p * q + r end)
 put('apply', flat(a) .. ' ' .. list(seen))
 put('data', err(function() local p = m:data() end))
-put('storage', err(function() local s = m:storage() end))
-put('tril', err(function() local r = m:tril() end))
+put('storage', torch.typename(m:storage()) .. ' ' .. #m:storage() .. ' ' .. m:storage()[5]) -- cutorch's CudaStorage
+put('tril', flat(m:tril()) .. ' ' .. m:tril():type() .. ' ' .. flat(torch.CudaTensor():eye(2, 3)))
 
 ---------------------------------------------------------------------------------------------
 -- 4. serialization
