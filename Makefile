@@ -7,6 +7,9 @@
 #                   last line: "N passed, N failed"
 #   make demo       the main job (see README)
 #   make bench      side-by-side benchmarks against PyTorch -> bench/RESULTS.md
+#   make bench-gpu  GPU training benchmark (ResNet-50, GPT-2, LSTM LM) against PyTorch 2.x ->
+#                   the GPU section of bench/RESULTS.md (bench/gpu/README.md); fails without a GPU
+#   make bench-gpu-tiny  the same suite at small sizes on the CPU: both sides train, counts match
 #   make asan       the test suite under AddressSanitizer + UBSan
 #   make deps       install the Debian packages (apt-get, no questions)
 #   make lint       cppcheck + the no-abort/exit/assert grep over core/
@@ -47,15 +50,19 @@ CTESTS    := $(BUILD)/tests/ctest
 CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 MOCKLIB   := $(BUILD)/tests/libtocha_cuda_mock.so
 
-.PHONY: all test demo bench asan deps lint format clean check-c check-lua cuda
+.PHONY: all test demo bench bench-gpu bench-gpu-tiny asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
 $(BUILD)/%.o: %.c $(wildcard core/tocha*.h) core/internal.h core/ops.def core/scalar_math.h core/philox.h $(wildcard core/autograd/*.h core/data/*.h core/graph/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# -z nodelete: the CPU thread pool's workers sleep inside libtocha for the life of the
+# process; LuaJIT dlcloses ffi.load'ed libraries at exit, and unmapping the code and the
+# futex they wait on under them made glibc abort ("The futex facility returned an
+# unexpected error code"). Kept mapped, the process simply exits.
 $(LIB): $(CORE_OBJ)
-	$(CC) $(CFLAGS) -shared -Wl,-soname,libtocha.so -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libtocha.so -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
 
 # The LuaJIT ffi.cdef text, generated from the public header (never written by hand).
 $(CDEF): $(wildcard core/tocha*.h) core/ops.def bindings/gen_cdef.sh
@@ -157,6 +164,18 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh "$(BUILD)"
+
+# BENCH_GPU_ARGS: run.lua's options, e.g. "--models resnet50 --out /path/gpu_resnet50.md".
+# No `deps` here: the GPU machine reaches no package archive (shared/device/README.md).
+bench-gpu:
+	@nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "make bench-gpu: no NVIDIA GPU here (nvidia-smi is missing or lists none). Run it on a GPU machine as bench/gpu/README.md says; make bench-gpu-tiny checks the suite on the CPU."; exit 2; }
+	@$(MAKE) --no-print-directory all
+	@$(LUAJIT) bench/gpu/run.lua "$(BUILD)" $(BENCH_GPU_ARGS)
+
+bench-gpu-tiny:
+	@TOCHA_EXTRA_DEPS="python3-torch" sh .ci/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(LUAJIT) bench/gpu/run.lua "$(BUILD)" --tiny $(BENCH_GPU_ARGS)
 
 lint:
 	@! grep -rnE '\b(abort|exit)\s*\(|\bassert\s*\(|longjmp' core --include='*.c' --include='*.h' --include='*.cu' \

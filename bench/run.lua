@@ -167,7 +167,17 @@ for _, r in ipairs(rows) do
    lines[#lines + 1] = string.format('| %s | %s | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.3f | %s |',
       r.w.name, r.w.unit, r.a, r.amin, r.amax, r.b, r.bmin, r.bmax, r.ratio, r.w.target)
 end
+-- keep the GPU section (written by `make bench-gpu`, bench/gpu/run.lua) below the CPU rows
+local gpu_section = ''
+local old = io.open(root .. '/bench/RESULTS.md', 'r')
+if old then
+   local text = old:read('*a')
+   old:close()
+   local b = text:find('<!-- gpu-section:', 1, true)
+   local e = text:find('<!-- gpu-section-end -->', b or 1, true)
+   if b and e then gpu_section = '\n' .. text:sub(b, e + #'<!-- gpu-section-end -->' - 1) .. '\n' end
+end
 local f = assert(io.open(root .. '/bench/RESULTS.md', 'w'))
-f:write(table.concat(lines, '\n'), '\n')
+f:write(table.concat(lines, '\n'), '\n', gpu_section)
 f:close()
 print('wrote bench/RESULTS.md')
