@@ -54,6 +54,10 @@ static int policy_of(tc_op op, const tc_opinfo *info)
      * write the given result's dtype */
     if (info->kind == TC_KIND_VIEW || info->kind == TC_KIND_CONVERT || info->kind == TC_KIND_RANDOM)
         return TC_AUTOCAST_NONE;
+    /* batch norm takes a half input beside float32 weights and statistics and keeps the
+     * input's dtype, as PyTorch's autocast leaves it: promoting would run every normalised
+     * activation of a half network in float32 */
+    if (info->kind == TC_KIND_NORM) return TC_AUTOCAST_NONE;
     return TC_AUTOCAST_PROMOTE;
 }
 

@@ -68,6 +68,8 @@ TEST(autocast_policy_lists)
     CHECK(tc_autocast_policy(TC_OP_COPY) == TC_AUTOCAST_NONE);
     CHECK(tc_autocast_policy(TC_OP_NARROW) == TC_AUTOCAST_NONE);
     CHECK(tc_autocast_policy(TC_OP_UNIFORM) == TC_AUTOCAST_NONE);
+    CHECK(tc_autocast_policy(TC_OP_BATCH_NORM) == TC_AUTOCAST_NONE);
+    CHECK(tc_autocast_policy(TC_OP_BATCH_NORM_BACKWARD) == TC_AUTOCAST_NONE);
     CHECK(tc_autocast_policy(-1) == TC_AUTOCAST_NONE && tc_autocast_policy(TC_OP_COUNT) == TC_AUTOCAST_NONE);
 }
 
@@ -140,6 +142,27 @@ TEST(autocast_fp32_ops_and_untouched_ops)
     tc_tensor *h32 = ct_keep(cast(h, TC_F32));
     tc_tensor *s32 = ct_keep(run2(TC_OP_SUM, h32, NULL, P(.i = {-1, 0})));
     CHECK(s && s32 && ct_at(s, 0) == ct_at(s32, 0));
+    ct_drop();
+}
+
+/* A half activation normalised with float32 weights stays half (PyTorch's autocast lists
+ * no batch norm), with the values of the same call outside autocast. */
+TEST(autocast_batch_norm_keeps_the_input_dtype)
+{
+    tc_tensor *x = ct_keep(cast(ct_keep(rnd(TC_F32, 4, SZ(2, 3, 2, 2), -1, 1)), TC_F16));
+    tc_tensor *w = ct_keep(rnd(TC_F32, 1, SZ(3), 0.5, 1.5));
+    tc_tensor *b = ct_keep(rnd(TC_F32, 1, SZ(3), -0.5, 0.5));
+    const tc_tensor *in[5] = {x, w, b, NULL, NULL};
+    tc_tensor *ac[2] = {NULL, NULL}, *plain[2] = {NULL, NULL};
+    const tc_params p = {.s = {1e-5}, .i = {1}};
+    AC_OK(tc_autocast_set(1, TC_F16, NULL, NULL));
+    tc_status s = tc_op_run(TC_OP_BATCH_NORM, in, 5, &p, ac, 2);
+    tc_autocast_set(0, TC_F16, NULL, NULL);
+    CHECK(s == TC_OK);
+    CHECK(tc_op_run(TC_OP_BATCH_NORM, in, 5, &p, plain, 2) == TC_OK);
+    for (int i = 0; i < 2; i++) ct_keep(ac[i]), ct_keep(plain[i]);
+    CHECK(ac[0] && ac[0]->dtype == TC_F16 && ac[1] && ac[1]->dtype == TC_F32);
+    CHECK(ac[0] && plain[0] && rel_err(ac[0], plain[0]) == 0);
     ct_drop();
 }
 
