@@ -26,8 +26,8 @@
  * anything else (initialisation, execution) TC_ERR_DEVICE. Messages name the op, the
  * shapes, the dtype and cudnnGetErrorString.
  */
+#include "dnn_handle.h"
 #include "strided.h"
-#include <cudnn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -41,7 +41,7 @@ enum dir { FWD, BWD_DATA, BWD_FILTER };
 #define CACHE_SIZE 256
 #define FIND_WORKSPACE_MAX ((size_t)1 << 30) /* the most cudnnFind* may try algorithms with */
 
-/* ---- handles (one per concurrent caller and device, as blas.cu) ------------------------ */
+/* ---- handles (one per concurrent caller and device, as blas.cu; dnn_handle.h) ------------------------ */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cudnnHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
@@ -53,7 +53,7 @@ struct ctx {
     char what[200];
 };
 
-static tc_status dnn_fail(const ctx *x, cudnnStatus_t st, const char *call)
+tc_status cu_dnn_status(cudnnStatus_t st, const char *what, const char *call)
 {
     int cat = CUDNN_STATUS_CATEGORY((int)st);
     tc_status code = cat == CUDNN_STATUS_BAD_PARAM || cat == CUDNN_STATUS_NOT_SUPPORTED ? TC_ERR_UNSUPPORTED
@@ -62,33 +62,32 @@ static tc_status dnn_fail(const ctx *x, cudnnStatus_t st, const char *call)
                          ? TC_ERR_MEMORY
                          : TC_ERR_DEVICE;
     (void)cudaGetLastError();
-    return cu_fail(code, "%s: %s: cuDNN %s", x->what, call, cudnnGetErrorString(st));
+    return cu_fail(code, "%s: %s: cuDNN %s", what, call, cudnnGetErrorString(st));
 }
 
-static tc_status handle_get(int dev, cudnnHandle_t *h, const ctx *x)
+static tc_status dnn_fail(const ctx *x, cudnnStatus_t st, const char *call) { return cu_dnn_status(st, x->what, call); }
+
+tc_status cu_dnn_handle_get(int dev, cudnnHandle_t *h, const char *what)
 {
-    if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuDNN's pool", x->op, dev);
+    if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuDNN's pool", what, dev);
     pthread_mutex_lock(&g_mu);
     *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
     pthread_mutex_unlock(&g_mu);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     if (!*h) st = cudnnCreate(h);
-    /* Pooled handles move between threads: the calling thread's current stream is bound
-     * at every checkout. */
-    if (st == CUDNN_STATUS_SUCCESS) {
-        st = cudnnSetStream(*h, cu_stream());
-        if (st == CUDNN_STATUS_SUCCESS) return TC_OK;
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *h = NULL;
+        return cu_dnn_status(st, what, "cudnnCreate");
+    }
+    if ((st = cudnnSetStream(*h, cu_stream())) != CUDNN_STATUS_SUCCESS) {
         cudnnDestroy(*h);
         *h = NULL;
-        (void)cudaGetLastError();
-        return cu_fail(TC_ERR_DEVICE, "%s: cudnnSetStream: %s", x->what, cudnnGetErrorString(st));
+        return cu_dnn_status(st, what, "cudnnSetStream");
     }
-    *h = NULL;
-    (void)cudaGetLastError();
-    return cu_fail(TC_ERR_DEVICE, "%s: cudnnCreate: %s", x->what, cudnnGetErrorString(st));
+    return TC_OK;
 }
 
-static void handle_put(int dev, cudnnHandle_t h)
+void cu_dnn_handle_put(int dev, cudnnHandle_t h)
 {
     pthread_mutex_lock(&g_mu);
     bool keep = g_nidle[dev] < POOL_KEEP;
@@ -371,7 +370,7 @@ tc_status cu_op_conv(int dev, const tc_cuda_call *c)
         int cand[MAX_ALGOS], ncand = 0, best = -1;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         if ((s = descs_make(&x, &k, &d))) goto release;
-        if ((s = handle_get(dev, &h, &x))) goto release;
+        if ((s = cu_dnn_handle_get(dev, &h, x.what))) goto release;
         if ((st = heuristic(h, dir, &d, cand, &ncand)) != CUDNN_STATUS_SUCCESS) {
             s = dnn_fail(&x, st, "choosing an algorithm");
             goto release;
@@ -405,7 +404,7 @@ tc_status cu_op_conv(int dev, const tc_cuda_call *c)
         }
         if (!s) s = cu_check(cudaGetLastError(), x.what);
     release:
-        if (h) handle_put(dev, h);
+        if (h) cu_dnn_handle_put(dev, h);
         descs_free(&d);
     }
     if (!s && otmp) s = cu_strided_copy(out, &res, x.op);

@@ -20,59 +20,15 @@
  * NOTE: compiled with nvcc 13 for sm_90 but never run on a GPU (docs/cuda.md); over the mock
  * backend the host fallback runs instead.
  */
+#include "dnn_handle.h"
 #include "strided.h"
-#include <cudnn.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_DEVICES 64
-#define POOL_KEEP 8
-
-/* ---- handles (one per concurrent caller and device, as dnn.cu) --------------------------------- */
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
-static int g_nidle[MAX_DEVICES];
-
-static tc_status bn_fail(const char *what, cudnnStatus_t st, const char *call)
-{
-    int cat = CUDNN_STATUS_CATEGORY((int)st);
-    tc_status code = cat == CUDNN_STATUS_BAD_PARAM || cat == CUDNN_STATUS_NOT_SUPPORTED ? TC_ERR_UNSUPPORTED
-                     : st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                               st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
-                         ? TC_ERR_MEMORY
-                         : TC_ERR_DEVICE;
-    (void)cudaGetLastError();
-    return cu_fail(code, "%s: %s: cuDNN %s", what, call, cudnnGetErrorString(st));
-}
-
-static tc_status handle_get(int dev, cudnnHandle_t *h, const char *what)
-{
-    if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuDNN's pool", what, dev);
-    pthread_mutex_lock(&g_mu);
-    *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
-    pthread_mutex_unlock(&g_mu);
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (!*h && (st = cudnnCreate(h)) != CUDNN_STATUS_SUCCESS) {
-        *h = NULL;
-        (void)cudaGetLastError();
-        return cu_fail(TC_ERR_DEVICE, "%s: cudnnCreate: %s", what, cudnnGetErrorString(st));
-    }
-    if ((st = cudnnSetStream(*h, cu_stream())) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "cudnnSetStream");
-    return TC_OK;
-}
-
-static void handle_put(int dev, cudnnHandle_t h)
-{
-    pthread_mutex_lock(&g_mu);
-    bool keep = g_nidle[dev] < POOL_KEEP;
-    if (keep) g_idle[dev][g_nidle[dev]++] = h;
-    pthread_mutex_unlock(&g_mu);
-    if (!keep) cudnnDestroy(h);
-}
+static tc_status bn_fail(const char *what, cudnnStatus_t st, const char *call) { return cu_dnn_status(st, what, call); }
 
 /* ---- small kernels ---------------------------------------------------------------------------- */
 
@@ -224,7 +180,7 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
         }
     }
     if ((s = descs_make(what, &xd, sdt, &d))) goto done;
-    if ((s = handle_get(dev, &h, what))) goto done;
+    if ((s = cu_dnn_handle_get(dev, &h, what))) goto done;
     {
         char *sp = (char *)stats.data;
         size_t row = (size_t)C * cu_elsize(sdt);
@@ -279,7 +235,7 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
     if (y.data != c->out[0].data && c->out[0].numel > 0 && (s = cu_strided_copy(&c->out[0], &y, what))) goto done;
     if (stats.data != c->out[1].data && (s = cu_strided_copy(&c->out[1], &stats, what))) goto done;
 done:
-    if (h) handle_put(dev, h);
+    if (h) cu_dnn_handle_put(dev, h);
     descs_free(&d);
     for (int i = 0; i < b.n; i++) cu_scratch_free(dev, b.tmp[i]);
     return s;

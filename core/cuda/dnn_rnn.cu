@@ -23,8 +23,8 @@
  * dtypes: float32 (FMA math, exact FP32, unless set_flag(TF32)) and float64; half types
  * and sizes beyond cuDNN's int are TC_ERR_UNSUPPORTED. Work goes on the current stream.
  */
+#include "dnn_handle.h"
 #include "strided.h"
-#include <cudnn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,56 +32,14 @@
 
 enum { M_TANH = 0, M_RELU = 1, M_LSTM = 2, M_GRU = 3 };
 
-#define MAX_DEVICES 64
-#define POOL_KEEP 8
-
-/* ---- handles (one per concurrent caller and device, as dnn.cu) ------------------------- */
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
-static int g_nidle[MAX_DEVICES];
+/* ---- messages (cuDNN handles: dnn_handle.h) ----------------------------------------------- */
 
 struct rctx {
     const char *op;
     char what[200];
 };
 
-static tc_status rnn_fail(const rctx *x, cudnnStatus_t st, const char *call)
-{
-    int cat = CUDNN_STATUS_CATEGORY((int)st);
-    tc_status code = cat == CUDNN_STATUS_BAD_PARAM || cat == CUDNN_STATUS_NOT_SUPPORTED ? TC_ERR_UNSUPPORTED
-                     : st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                               st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
-                         ? TC_ERR_MEMORY
-                         : TC_ERR_DEVICE;
-    (void)cudaGetLastError();
-    return cu_fail(code, "%s: %s: cuDNN %s", x->what, call, cudnnGetErrorString(st));
-}
-
-static tc_status handle_get(int dev, cudnnHandle_t *h, const rctx *x)
-{
-    if (dev < 0 || dev >= MAX_DEVICES) return cu_fail(TC_ERR_ARG, "%s: device %d is beyond cuDNN's pool", x->op, dev);
-    pthread_mutex_lock(&g_mu);
-    *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
-    pthread_mutex_unlock(&g_mu);
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (!*h) st = cudnnCreate(h);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetStream(*h, cu_stream()); /* the caller's current stream */
-    if (st == CUDNN_STATUS_SUCCESS) return TC_OK;
-    if (*h) cudnnDestroy(*h);
-    *h = NULL;
-    (void)cudaGetLastError();
-    return cu_fail(TC_ERR_DEVICE, "%s: cudnnCreate / cudnnSetStream: %s", x->what, cudnnGetErrorString(st));
-}
-
-static void handle_put(int dev, cudnnHandle_t h)
-{
-    pthread_mutex_lock(&g_mu);
-    bool keep = g_nidle[dev] < POOL_KEEP;
-    if (keep) g_idle[dev][g_nidle[dev]++] = h;
-    pthread_mutex_unlock(&g_mu);
-    if (!keep) cudnnDestroy(h);
-}
+static tc_status rnn_fail(const rctx *x, cudnnStatus_t st, const char *call) { return cu_dnn_status(st, x->what, call); }
 
 /* ---- geometry and scratch -------------------------------------------------------------------- */
 
@@ -325,7 +283,7 @@ static tc_status forward(int dev, const tc_cuda_call *c, const geom &g, const rc
     bool bias = bi.data || bh.data;
 
     cudnnHandle_t h = NULL;
-    if ((s = handle_get(dev, &h, x))) return s;
+    if ((s = cu_dnn_handle_get(dev, &h, x->what))) return s;
     {
         descs d;
         size_t wsize = 0, ws = 0, rs = 0;
@@ -406,7 +364,7 @@ static tc_status forward(int dev, const tc_cuda_call *c, const geom &g, const rc
         if (!s && rt) s = cu_strided_copy(&c->out[1], &RS, x->op);
     out:;
     }
-    handle_put(dev, h);
+    cu_dnn_handle_put(dev, h);
     return s;
 }
 
@@ -462,7 +420,7 @@ static tc_status backward(int dev, const tc_cuda_call *c, const geom &g, const r
     char *db = b.data ? dw_hh + g.GH * g.H * g.es : NULL;
 
     cudnnHandle_t h = NULL;
-    if ((s = handle_get(dev, &h, x))) return s;
+    if ((s = cu_dnn_handle_get(dev, &h, x->what))) return s;
     {
         descs d;
         size_t wsize = 0, ws = 0, rs = 0;
@@ -522,7 +480,7 @@ static tc_status backward(int dev, const tc_cuda_call *c, const geom &g, const r
         if (!s && flt) s = cu_strided_copy(&c->out[1], &FL, x->op);
     out:;
     }
-    handle_put(dev, h);
+    cu_dnn_handle_put(dev, h);
     return s;
 }
 

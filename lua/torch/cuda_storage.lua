@@ -300,25 +300,10 @@ for dt, tname in pairs(torch._cuda_type_names) do
       __tostring = tostring_storage,
    })
    storage_ct[dt], storage_dt[tonumber(ct)], storage_name[dt] = ct, dt, name
-   local function ctor(a, b, c)
-      local s = construct(dt, a, b, c)
-      return s
-   end
-   M.new = ctor
-   local cls = setmetatable({new = ctor, __typename = name}, {
-      __call = function(_, a, b, c)
-         local s = construct(dt, a, b, c)
-         return s
-      end,
-      __index = M,
-      __newindex = M,
-      __tostring = function() return name end,
-   })
-   torch[short .. 'Storage'] = cls
-   torch._classes.register_builtin(name, M, {constructor = cls, factory = function()
+   torch._storage_class(dt, short, M, construct, function()
       local s = construct(dt)
       return s
-   end})
+   end)
 end
 
 -- torch.typename / torch.type of a cdata: the CUDA storages too.

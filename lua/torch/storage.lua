@@ -347,6 +347,31 @@ local function construct(dt, a, b, c)
              name, U.describe(a)), 3)
 end
 
+-- The class object of storage type dt (torch.<short>Storage, methods M): `new`, calling the
+-- class, and the registration torch.class / serialization use. construct(dt, ...) makes one
+-- and raises at level 3 (the caller of ctor / of the class call: no tail calls here, so
+-- that level is the user's line). Shared with the CUDA storages (cuda_storage.lua).
+function torch._storage_class(dt, short, M, construct, factory)
+   local name = 'torch.' .. short .. 'Storage'
+   local function ctor(a, b, c)
+      local s = construct(dt, a, b, c)
+      return s
+   end
+   M.new = ctor
+   local cls = setmetatable({new = ctor, __typename = name}, {
+      __call = function(_, a, b, c)
+         local s = construct(dt, a, b, c)
+         return s
+      end,
+      __index = M,
+      __newindex = M,
+      __tostring = function() return name end,
+   })
+   torch[short .. 'Storage'] = cls
+   torch._classes.register_builtin(name, M, {constructor = cls, factory = factory})
+   return cls
+end
+
 for dt, tname in pairs(type_names) do
    local short = tname:match('^torch%.(.*)Tensor$')
    local name = 'torch.' .. short .. 'Storage'
@@ -382,22 +407,7 @@ for dt, tname in pairs(type_names) do
       __tostring = function(s) return torch._storage_tostring(s) end,
    })
    storage_ct[dt], storage_dt[tonumber(ct)], storage_name[dt] = ct, dt, name
-   local function ctor(a, b, c)
-      local s = construct(dt, a, b, c)
-      return s
-   end
-   M.new = ctor
-   local cls = setmetatable({new = ctor, __typename = name}, {
-      __call = function(_, a, b, c)
-         local s = construct(dt, a, b, c)
-         return s
-      end,
-      __index = M,
-      __newindex = M,
-      __tostring = function() return name end,
-   })
-   torch[short .. 'Storage'] = cls
-   torch._classes.register_builtin(name, M, {constructor = cls, factory = function() return new_inline(dt, 0) end})
+   torch._storage_class(dt, short, M, construct, function() return new_inline(dt, 0) end)
 end
 long_ct = storage_ct[I64]
 torch._storage_name = storage_name
