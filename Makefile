@@ -137,10 +137,11 @@ $(CTESTS): $(CUDAHOST)
 # The mock CUDA backend (tests/c/mock_cuda.c): the whole tc_cuda_api table over host memory
 # and the same caching allocator, built with the C compiler on every machine. Point
 # TOCHA_CUDA_LIB at it to run CUDA code paths without a GPU (docs/cuda.md).
-$(MOCKLIB): tests/c/mock_cuda.c core/cuda/cache_alloc.c core/cuda/cache_alloc.h core/cuda/cuda_api.h core/tocha.h \
-            core/ops.def core/scalar_math.h
+$(MOCKLIB): tests/c/mock_cuda.c tests/c/mock_cuda_ops.c tests/c/mock_cuda.h core/cuda/cache_alloc.c \
+            core/cuda/cache_alloc.h core/cuda/cuda_api.h core/tocha.h core/ops.def core/scalar_math.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -shared -o $@ tests/c/mock_cuda.c core/cuda/cache_alloc.c -lm -lpthread
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -shared -o $@ tests/c/mock_cuda.c tests/c/mock_cuda_ops.c \
+	      core/cuda/cache_alloc.c -lm -lpthread
 
 deps:
 	@sh .ci/deps.sh

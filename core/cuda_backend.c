@@ -107,7 +107,8 @@ tc_status tc_device_copy_bytes(int dst_device, void *dst, int src_device, const 
     }
     TRY(tc_cuda_need("copy", TC_DEVICE_ORDINAL(src_device), &api));
     if (dst_device == TC_CPU)
-        return tc_cuda_backend_status(api, api->copy_d2h(TC_DEVICE_ORDINAL(src_device), dst, src, nbytes));
+        return tc_cuda_waited(api, TC_DEVICE_ORDINAL(src_device),
+                              api->copy_d2h(TC_DEVICE_ORDINAL(src_device), dst, src, nbytes));
     if (dst_device == src_device)
         return tc_cuda_backend_status(api, api->copy_d2d(TC_DEVICE_ORDINAL(src_device), dst, src, nbytes));
     /* Between two GPUs: through a host buffer (peer access is not set up). */
@@ -276,11 +277,11 @@ tc_status tc_cuda_synchronize(int dev)
                                "a host wait cannot be recorded in a graph"));
     if (dev == -1) {
         tc_status s = tc_cuda_need("synchronize", 0, &api);
-        for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_backend_status(api, api->synchronize(d));
+        for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_waited(api, d, api->synchronize(d));
         return s;
     }
     TRY(tc_cuda_need("synchronize", dev, &api));
-    return tc_cuda_backend_status(api, api->synchronize(dev));
+    return tc_cuda_waited(api, dev, api->synchronize(dev));
 }
 
 /* ---- running an op on the host -------------------------------------------------------- */

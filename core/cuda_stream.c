@@ -112,6 +112,22 @@ void tc_cuda_capture_note_failure(tc_status s)
     if (s && capturing_any(&dev)) mark_failed(dev, s);
 }
 
+/* Device-side index checks (cuda_api.h version 5): work captured in a CUDA graph checks its
+ * indices on the device, and the first bad one waits in the device's error word until the
+ * host next waits for the device anyway (no extra synchronisation is ever added for it). */
+tc_status tc_cuda_waited(const tc_cuda_api *api, int dev, tc_status s)
+{
+    TRY(tc_cuda_backend_status(api, s));
+    tc_cuda_devcheck e;
+    TRY(tc_cuda_backend_status(api, api->devcheck_take(dev, &e)));
+    if (e.op < 0) return TC_OK;
+    const char *name = e.op < TC_OP_COUNT ? tc_op_info((tc_op)e.op)->name : "an index op";
+    return tc_set_error(TC_ERR_INDEX,
+                        "%s: index %lld is out of range for dim %d of size %lld (found on the device during a CUDA "
+                        "graph replay on cuda:%d)",
+                        name, (long long)e.value, (int)e.dim, (long long)e.size, dev);
+}
+
 static tc_status defer(int dev, tc_cuda_stream *s, tc_cuda_graph *g)
 {
     capture *c = &t_cap[dev];
@@ -218,7 +234,7 @@ tc_status tc_cuda_stream_sync(tc_cuda_stream *s)
     TRY(need("stream synchronize", s->dev, &api));
     TRY(tc_cuda_capture_refuse("cuda stream synchronize", TC_DEVICE_CUDA(s->dev), "wait for a stream",
                                "a host wait cannot be recorded in a graph"));
-    return tc_cuda_backend_status(api, api->stream_synchronize(s->dev, s->handle));
+    return tc_cuda_waited(api, s->dev, api->stream_synchronize(s->dev, s->handle));
 }
 
 tc_status tc_cuda_stream_query(tc_cuda_stream *s, int *done)
@@ -301,7 +317,7 @@ tc_status tc_cuda_event_sync(tc_cuda_event *e)
     if (!e->recorded) return TC_OK;
     TRY(tc_cuda_capture_refuse("cuda event synchronize", TC_DEVICE_CUDA(e->dev), "wait for an event",
                                "a host wait cannot be recorded in a graph"));
-    return tc_cuda_backend_status(api, api->event_synchronize(e->dev, e->handle));
+    return tc_cuda_waited(api, e->dev, api->event_synchronize(e->dev, e->handle));
 }
 
 tc_status tc_cuda_event_query(tc_cuda_event *e, int *done)
@@ -356,7 +372,7 @@ tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s)
     }
     /* Work queued before the capture (on any stream) finishes first, as PyTorch's graph
      * context does: the graph's first kernels may read what it wrote. */
-    TRY(tc_cuda_backend_status(api, api->synchronize(dev)));
+    TRY(tc_cuda_waited(api, dev, api->synchronize(dev)));
     tc_cuda_stream *prev = t_current[dev];
     tc_cuda_stream_retain(prev);
     tc_status st = set_current(api, dev, s);

@@ -6,6 +6,8 @@
  * result changed. Data-dependent sizes (masked_select, nonzero) and masked_copy's source
  * length need the mask counted here for the same reason. Both read the data on the host,
  * so they are done for CPU tensors only; a device backend checks in its own kernels.
+ * Device index values are checked on a host copy, except while a CUDA graph is captured
+ * (index_values): then the kernels check and report later (docs/cuda.md).
  *
  * A Torch7 empty tensor (ndim 0, no storage) is treated as the 1-D size-0 tensor (0):
  * every shape below goes through eff_shape so that no kernel sees a "0-d with no data".
@@ -99,6 +101,11 @@ static tc_status vector_index(const char *op, const tc_tensor *idx)
 static tc_status index_values(const char *op, const tc_tensor *idx, int d, int64_t size)
 {
     if (!idx->storage || tc_exec_shape_only) return TC_OK;
+    /* While this thread captures a CUDA graph on idx's device, the kernel checks instead
+     * (a graph cannot wait for values): a bad index is skipped and reported at the host's
+     * next wait for the device (cuda_api.h, devcheck_take). Only the index kernels of the
+     * CUDA backend do this: a host fallback is refused during a capture anyway. */
+    if (idx->device != TC_CPU && tc_cuda_is_capturing(TC_DEVICE_ORDINAL(idx->device))) return TC_OK;
     if (idx->device != TC_CPU) { /* device indices: checked on a host copy (one sync) */
         tc_tensor *h;
         TRY(tc_host_values_for(op, idx, &h));

@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 4
+#define TC_CUDA_API_VERSION 5
 
 /* ---- ops on device tensors (version 3) ------------------------------------------------ */
 
@@ -52,7 +52,11 @@ typedef struct tc_cuda_view {
  *    reshaped to the output's size (stride 0 on broadcast dims), so in[i].size equals
  *    out[0].size: element i of one is element i of the other in row-major order;
  *  - values that decide shapes or validity (index bounds, masks' counts, multinomial
- *    weights) were checked on the host when the op needs it: kernels may trust indices;
+ *    weights) were checked on the host when the op needs it, EXCEPT index bounds while
+ *    this thread captures a CUDA graph on dev: then the index kernels (index_select/copy/
+ *    add/fill, gather, scatter/scatter_add/scatter_fill) check them on the device: an
+ *    index outside its dim is skipped (nothing outside the tensors is read or written)
+ *    and recorded in the device's error word (devcheck_take, version 5);
  *  - params is the tc_params of the call with gen cleared; RANDOM ops draw from Philox
  *    key philox_seed starting at counter slot philox_base, exactly as the CPU kernel
  *    core/cpu/random.c does (slot i / 2, words 0-1 or 2-3 for element i), so a CUDA
@@ -62,6 +66,13 @@ typedef struct tc_cuda_view {
  * "<op>: no CUDA kernel for <dtype>": libtocha may then run the op on the host
  * (TC_CUDA_FLAG_HOST_FALLBACK). Any other failure is reported to the caller as is. */
 #define TC_CUDA_MAX_INPUTS 64 /* join ops (cat, stack) with more inputs run on the host */
+/* The device's error word (version 5, devcheck_take). */
+typedef struct tc_cuda_devcheck {
+    int32_t op;    /* the tc_op that met the first bad index; -1: none */
+    int32_t dim;   /* the dim it indexes */
+    int64_t value; /* the bad index */
+    int64_t size;  /* the dim's size */
+} tc_cuda_devcheck;
 typedef struct tc_cuda_call {
     int32_t op, nin, nout;
     const tc_cuda_view *in; /* nin views */
@@ -202,6 +213,18 @@ typedef struct tc_cuda_api {
     tc_status (*graph_launch)(int dev, void *graph, void *stream);
     tc_status (*graph_destroy)(int dev, void *graph);
     tc_status (*is_capturing)(int dev, int *yes);
+
+    /* ---- version 5: device-side index checks ------------------------------------------ */
+    /* Each device has an error word in device memory, owned by the backend (made at the
+     * first capture_begin on the device, outside the capture). An index kernel that meets
+     * an index outside its dim (possible only in work captured in a CUDA graph: eager
+     * calls were checked on the host) skips that element and, if the word is clear, writes
+     * the op, the index value, the dim and its size there (first error wins). devcheck_take
+     * reads the word and clears it: out->op is -1 when it was clear (or the device never
+     * captured). Call it only after a wait that covers the work in question (synchronize,
+     * stream or event synchronize, copy_d2h): it does not wait for running kernels itself.
+     * Refused while this thread captures on dev (it reads device memory on the host). */
+    tc_status (*devcheck_take)(int dev, tc_cuda_devcheck *out);
 } tc_cuda_api;
 
 /* The backend's one exported symbol. The table is static: never freed. libtocha never
@@ -237,6 +260,12 @@ int tc_cuda_capturing(int dev);
  * the capture failed, so that tc_cuda_graph_end refuses the graph even when the caller
  * ignores this error. */
 tc_status tc_cuda_capture_refuse(const char *op, int device, const char *what, const char *why);
+/* After a call that waited for dev's work (synchronize, stream/event synchronize, a copy to
+ * the host): s as tc_cuda_backend_status gives it, or, when that is TC_OK and a device-side
+ * index check fired meanwhile (devcheck_take), TC_ERR_INDEX "<op>: index V is out of range
+ * for dim D of size N (found on the device during a CUDA graph replay on cuda:K)"; the
+ * error word is cleared either way. */
+tc_status tc_cuda_waited(const tc_cuda_api *api, int dev, tc_status s);
 /* A backend failure while this thread captures: the capture fails (tc_cuda_backend_status). */
 void tc_cuda_capture_note_failure(tc_status s);
 #endif

@@ -58,6 +58,9 @@ CU_HIDDEN tc_status cu_capture_end(int dev, void *stream, void **graph);
 CU_HIDDEN tc_status cu_graph_launch(int dev, void *graph, void *stream);
 CU_HIDDEN tc_status cu_graph_destroy(int dev, void *graph);
 CU_HIDDEN tc_status cu_is_capturing(int dev, int *yes);
+/* version 5: the device error word (NULL until the device's first capture) and its reader. */
+CU_HIDDEN tc_cuda_devcheck *cu_devcheck_word(int dev);
+CU_HIDDEN tc_status cu_devcheck_take(int dev, tc_cuda_devcheck *out);
 /* A synchronous copy_h2d of nbytes while capturing on dev: staged through the capture's
  * page-locked memory and queued on the capture stream (at most TC_CUDA_CAPTURE_H2D_MAX). */
 CU_HIDDEN tc_status cu_capture_stage_h2d(int dev, void *dst, const void *src, size_t nbytes);

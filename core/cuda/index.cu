@@ -27,8 +27,11 @@
  * (cub::DeviceScan) and a pass that writes each selected element at its prefix. Their
  * result sizes were counted on the host (shape_index.c); the kernels trust them.
  *
- * Index values were bounds-checked on the host (cuda_api.h); a value outside the dim is
- * still skipped here, so a broken caller cannot write outside the tensor.
+ * Index values are bounds-checked on the host (shape_index.c), except in work captured in a
+ * CUDA graph (a graph cannot wait for the host): there the check is the kernel's. A value
+ * outside the dim is skipped (nothing outside the tensors is read or written) and the first
+ * such value is recorded in the device's error word (cuda_api.h version 5, stream.cu), which
+ * libtocha reads at its next wait for the device and reports (docs/cuda.md).
  * "out is dst" ops copy dst into out first unless they run in place; an output sharing
  * memory with an input it does not replace exactly answers TC_ERR_UNSUPPORTED (the host
  * runs the op on a private copy).
@@ -51,7 +54,18 @@ struct ixargs {
     int64_t vmax;   /* size of the indexed dim: a value outside [0, vmax) is skipped */
     uint64_t fill;  /* K_FILL: the value's bytes */
     long long *win; /* last-writer pass: the winning L position per dst element, or NULL */
+    tc_cuda_devcheck *err; /* the device's error word (NULL before its first capture) */
+    int32_t op, dim;       /* what a bad index records there */
 };
+
+/* The first bad index of the device wins the word; later ones leave it. */
+__device__ void note_bad_index(const ixargs &a, int64_t v)
+{
+    if (!a.err || atomicCAS((int *)&a.err->op, -1, (int)a.op) != -1) return;
+    a.err->dim = a.dim;
+    a.err->value = v;
+    a.err->size = a.vmax;
+}
 
 /* ---- atomic adds per storage type ------------------------------------------------------- */
 
@@ -96,7 +110,10 @@ __global__ void ix_kernel(T *w, const T *r, const int64_t *idx, geo<4> L, ixargs
         int64_t off[4];
         geo_offsets(L, lin, off);
         int64_t v = idx[off[OI]];
-        if ((uint64_t)v >= (uint64_t)a.vmax) continue;
+        if ((uint64_t)v >= (uint64_t)a.vmax) {
+            if (pass == 1) note_bad_index(a, v); /* the last pass only: once per element */
+            continue;
+        }
         if (a.win) {
             long long *slot = a.win + off[OL] + v * a.ldim;
             if (pass == 0) {
@@ -431,6 +448,7 @@ ixplan plan_ix(int op, int d, const tc_cuda_view &out, const tc_cuda_view *in, d
 tc_status index_family(const ixcall &x, int op, int d, const tc_cuda_view &out, const tc_cuda_view *in, double value)
 {
     ixplan P = plan_ix(op, d, out, in, value);
+    P.a.err = cu_devcheck_word(x.dev), P.a.op = op, P.a.dim = d;
     if (numel_of(P.L.nd, P.L.size) > 0 && (!P.idx || (P.kind != K_FILL && !P.r)))
         return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(op));
     return run_ix(x, P.kind, out.data, P.r, P.idx, P.L, P.a, P.last, out.numel);

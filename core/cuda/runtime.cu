@@ -343,6 +343,7 @@ static const tc_cuda_api g_api = {
     cu_graph_launch,
     cu_graph_destroy,
     cu_is_capturing,
+    cu_devcheck_take,
 };
 
 extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

@@ -19,9 +19,19 @@
 #include "cuda_internal.h"
 #include "cache_alloc.h"
 #include <new>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The device error words (cuda_api.h, version 5): one tc_cuda_devcheck in device memory per
+ * device, made by the first capture_begin there (outside the capture: cudaMalloc cannot be
+ * captured) and kept for the process. g_armed: a graph has been launched on the device
+ * since, so devcheck_take reads the word; before that it cannot have been written (eager
+ * index calls are checked on the host) and the read is skipped. */
+static tc_cuda_devcheck *g_word[CA_MAX_DEVICES];
+static int g_armed[CA_MAX_DEVICES];
+static pthread_mutex_t g_word_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A graph under capture, then captured: what it owns besides the CUDA objects. */
 struct cu_graph {
@@ -319,6 +329,49 @@ tc_status cu_capture_stage_h2d(int dev, void *dst, const void *src, size_t nbyte
                     "cuda: copy host to device (captured)");
 }
 
+/* The word of dev, made and cleared (op -1: every byte 0xff) on first use. */
+static tc_status devcheck_make(int dev)
+{
+    pthread_mutex_lock(&g_word_mu);
+    tc_status s = TC_OK;
+    if (!g_word[dev]) {
+        void *p = nullptr;
+        s = cu_check(cudaMalloc(&p, sizeof(tc_cuda_devcheck)), "cuda capture_begin: the device error word");
+        if (!s) s = cu_check(cudaMemset(p, 0xff, sizeof(tc_cuda_devcheck)), "cuda capture_begin: clear the error word");
+        if (!s) s = cu_check(cudaDeviceSynchronize(), "cuda capture_begin: clear the error word");
+        if (!s) __atomic_store_n(&g_word[dev], (tc_cuda_devcheck *)p, __ATOMIC_RELEASE);
+        else if (p) (void)cudaFree(p);
+    }
+    pthread_mutex_unlock(&g_word_mu);
+    return s;
+}
+
+tc_cuda_devcheck *cu_devcheck_word(int dev)
+{
+    return dev >= 0 && dev < CA_MAX_DEVICES ? __atomic_load_n(&g_word[dev], __ATOMIC_ACQUIRE) : nullptr;
+}
+
+tc_status cu_devcheck_take(int dev, tc_cuda_devcheck *out)
+{
+    if (!out) return cu_fail(TC_ERR_ARG, "cuda devcheck_take: NULL result");
+    *out = tc_cuda_devcheck{-1, 0, 0, 0};
+    tc_status s = use(dev, "cuda devcheck_take");
+    if (s) return s;
+    if ((s = no_wait(dev, "cuda devcheck_take"))) return s;
+    tc_cuda_devcheck *w = cu_devcheck_word(dev);
+    if (!w || !__atomic_load_n(&g_armed[dev], __ATOMIC_ACQUIRE)) return TC_OK;
+    /* The caller has waited for the work in question; a plain copy reads the word. */
+    tc_cuda_devcheck h;
+    if ((s = cu_check(cudaMemcpy(&h, w, sizeof h, cudaMemcpyDeviceToHost), "cuda devcheck_take: read the error word")))
+        return s;
+    if (h.op == -1) return TC_OK;
+    *out = h;
+    /* Cleared on the legacy stream, then waited for: a later kernel on any stream sees it clear. */
+    s = cu_check(cudaMemsetAsync(w, 0xff, sizeof *w, 0), "cuda devcheck_take: clear the error word");
+    if (!s) s = cu_check(cudaStreamSynchronize(0), "cuda devcheck_take: clear the error word");
+    return s;
+}
+
 tc_status cu_capture_begin(int dev, void *stream)
 {
     tc_status s = use(dev, "cuda capture_begin");
@@ -337,6 +390,7 @@ tc_status cu_capture_begin(int dev, void *stream)
     s = cu_check(cudaHostAlloc((void **)&g->staging, STAGING_BYTES, cudaHostAllocPortable),
                  "cuda capture_begin: page-locked staging memory");
     if (!s) s = cu_pool_open(dev, &g->pool);
+    if (!s) s = devcheck_make(dev);
     if (!s) s = cu_check(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "cuda capture_begin");
     if (s) {
         graph_free_parts(g);
@@ -382,6 +436,7 @@ tc_status cu_graph_launch(int dev, void *graph, void *stream)
     if (!s && cu_capturing(dev))
         s = cu_fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay a graph while capturing another on cuda:%d",
                     dev);
+    if (!s && cu_devcheck_word(dev)) __atomic_store_n(&g_armed[dev], 1, __ATOMIC_RELEASE);
     return s ? s : cu_check(cudaGraphLaunch(g->exec, (cudaStream_t)stream), "cuda graph_launch");
 }
 

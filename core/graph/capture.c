@@ -1,8 +1,9 @@
 /* capture.c -- a compiled graph's run captured as a CUDA graph and replayed (PyTorch's
  * torch.cuda.graphs: static inputs and outputs).
  *
- * tc_graph_capture checks that every step can be captured (no host reads of device values,
- * no random draws, no control flow, no output that would need a fresh copy per run), makes
+ * tc_graph_capture checks that every step can be captured (no host reads of device values:
+ * index ops check their indices on the device while captured, masks counted on the host
+ * are refused; no random draws, no control flow, no output that would need a fresh copy per run), makes
  * every allocation the run needs (the member-by-member fallback of fused groups, the fresh
  * results: they become the static outputs, device mirrors of host scalars), then runs the
  * graph inside tc_cuda_graph_begin/end (core/cuda_stream.c): the steps and write-backs only
@@ -86,6 +87,26 @@ void tc_graph_capture_free(tc_captured_graph *c)
     free(c->keep), free(c->wb_targets), free(c);
 }
 
+/* Index ops whose only host read is the bounds check: inside a capture their kernels check
+ * on the device instead and a bad index surfaces at the next host wait (docs/cuda.md).
+ * masked_fill reads nothing on the host. masked_copy, masked_select and nonzero count their
+ * masks on the host (result sizes): those stay uncapturable. */
+static bool index_capturable(int op)
+{
+    switch (op) {
+    case TC_OP_INDEX_SELECT:
+    case TC_OP_INDEX_COPY:
+    case TC_OP_INDEX_ADD:
+    case TC_OP_INDEX_FILL:
+    case TC_OP_GATHER:
+    case TC_OP_SCATTER:
+    case TC_OP_SCATTER_ADD:
+    case TC_OP_SCATTER_FILL:
+    case TC_OP_MASKED_FILL: return true;
+    default: return false;
+    }
+}
+
 /* The first step or output that cannot be captured, as an error naming it. */
 static tc_status refuse_uncapturable(const tc_graph *g, const plan *pl)
 {
@@ -95,7 +116,7 @@ static tc_status refuse_uncapturable(const tc_graph *g, const plan *pl)
         const tc_gnode *nd = &g->nodes[s->node];
         int kind = nd->op < TC_OP_COUNT ? tc_op_info((tc_op)nd->op)->kind : -1;
         const char *why = s->mode == S_CONTROL      ? "reads its predicate on the host"
-                          : kind == TC_KIND_INDEX  ? "checks its indices (or counts a mask) on the host"
+                          : kind == TC_KIND_INDEX && !index_capturable(nd->op) ? "counts a mask on the host"
                           : kind == TC_KIND_RANDOM ? "draws random numbers (a replay would repeat them)"
                                                    : NULL;
         if (why)

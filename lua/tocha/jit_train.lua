@@ -371,7 +371,7 @@ end
 -- opts.cuda_graph: after an entry's graph has run once on a device (the warm-up), it is
 -- captured as a CUDA graph (tc_graph_capture, docs/jit.md) with static copies of that
 -- step's tensors as inputs; later steps copy their batch into those and replay. A step
--- that cannot be captured (index checks, random ops, the host fallback: the message names
+-- that cannot be captured (mask counts, random ops, the host fallback: the message names
 -- why) keeps running as a compiled graph, with a one-time note (an error with strict).
 local function capture_entry(self, e, tensors, level)
    local g = e.graph

@@ -1,5 +1,6 @@
 /* mock_cuda.c -- a CUDA backend without CUDA: the whole tc_cuda_api table (cuda_api.h) over
- * host memory, built by the Makefile into build/tests/libtocha_cuda_mock.so. Point
+ * host memory, built by the Makefile into build/tests/libtocha_cuda_mock.so (with
+ * mock_cuda_ops.c, which runs the ops: elementwise loops, index_select and gather). Point
  * TOCHA_CUDA_LIB at it and libtocha, Lua and the tests take every CUDA code path on a
  * machine without a GPU (docs/cuda.md).
  *
@@ -7,8 +8,9 @@
  * backend, so its statistics, empty_cache and out-of-memory retry behave as on a GPU), the
  * argument checks and error messages of each call, device ordinals and selection. What is
  * not: "device memory" is host malloc (copies are memcpy, so a device pointer read on the
- * host works here and would crash on a GPU), and ew() runs float32/float64 only, one plain
- * loop per op from the ops.def float formulas.
+ * host works here and would crash on a GPU), and ew()/run() run float32/float64 only: one
+ * plain loop per op from the ops.def float formulas, plus gather and index_select with
+ * their device-side index check (mock_cuda_ops.c).
  *
  * Streams and events are checked handles without asynchrony: work runs when queued (so a
  * query always says done), but each thread's current stream per device is kept and the
@@ -27,13 +29,13 @@
  */
 #include "cuda/cache_alloc.h"
 #include "cuda/cuda_api.h"
+#include "mock_cuda.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <tgmath.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -41,8 +43,7 @@
 
 static _Thread_local char g_err[768];
 
-static tc_status fail(tc_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static tc_status fail(tc_status code, const char *fmt, ...)
+tc_status mock_fail(tc_status code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -85,17 +86,6 @@ typedef struct mock_event {
     double ms; /* wall clock at the last record */
 } mock_event;
 
-/* One recorded call. COPY re-reads src at replay; VALUE replays the bytes given at capture. */
-enum { REC_EW, REC_SET, REC_COPY, REC_VALUE };
-typedef struct mock_rec {
-    int kind, op, dtype, value;
-    int64_t n;
-    void *dst;
-    const void *src, *in[3];
-    int64_t step[3];
-    double s0, s1;
-    unsigned char bytes[TC_CUDA_CAPTURE_H2D_MAX];
-} mock_rec;
 
 typedef struct mock_graph {
     uint32_t magic;
@@ -113,22 +103,22 @@ static _Thread_local mock_graph *t_cap[CA_MAX_DEVICES];
 static _Thread_local int t_ncap;
 
 /* Whether work queued now on dev is recorded rather than run. */
-static bool recording(int dev) { return t_cap[dev] && t_stream[dev] == t_cap[dev]->stream; }
+bool mock_recording(int dev) { return t_cap[dev] && t_stream[dev] == t_cap[dev]->stream; }
 
-static tc_status no_wait(int dev, const char *what)
+tc_status mock_no_wait(int dev, const char *what)
 {
     if (!t_cap[dev]) return TC_OK;
-    return fail(TC_ERR_UNSUPPORTED, "%s: cannot wait for the device while a CUDA graph is being captured on cuda:%d",
+    return mock_fail(TC_ERR_UNSUPPORTED, "%s: cannot wait for the device while a CUDA graph is being captured on cuda:%d",
                 what, dev);
 }
 
-static tc_status record(int dev, const mock_rec *r)
+tc_status mock_record(int dev, const mock_rec *r)
 {
     mock_graph *g = t_cap[dev];
     if (g->nrec == g->caprec) {
         size_t cap = g->caprec ? g->caprec * 2 : 16;
         mock_rec *v = (mock_rec *)realloc(g->rec, cap * sizeof *v);
-        if (!v) return fail(TC_ERR_MEMORY, "mock capture: no host memory for a record");
+        if (!v) return mock_fail(TC_ERR_MEMORY, "mock capture: no host memory for a record");
         g->rec = v;
         g->caprec = cap;
     }
@@ -219,19 +209,19 @@ static void configure(void)
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* TC_OK when dev names a mock device; what names the call in the message. */
-static tc_status use(int dev, const char *what)
+tc_status mock_use(int dev, const char *what)
 {
     pthread_once(&g_once, configure);
-    if (g_config_error[0]) return fail(TC_ERR_DEVICE, "%s", g_config_error);
+    if (g_config_error[0]) return mock_fail(TC_ERR_DEVICE, "%s", g_config_error);
     if (dev < 0 || dev >= g_ndev)
-        return fail(g_ndev ? TC_ERR_ARG : TC_ERR_DEVICE, "%s: no device %d (%d device%s)", what, dev, g_ndev,
+        return mock_fail(g_ndev ? TC_ERR_ARG : TC_ERR_DEVICE, "%s: no device %d (%d device%s)", what, dev, g_ndev,
                     g_ndev == 1 ? "" : "s");
-    if (!g_alloc_ok) return fail(TC_ERR_DEVICE, "%s: allocator: %s", what, ca_last_error());
+    if (!g_alloc_ok) return mock_fail(TC_ERR_DEVICE, "%s: allocator: %s", what, ca_last_error());
     return TC_OK;
 }
 
 /* A ca_* status passed on with the allocator's message. */
-static tc_status ca(tc_status s) { return s ? fail(s, "%s", ca_last_error()) : TC_OK; }
+static tc_status ca(tc_status s) { return s ? mock_fail(s, "%s", ca_last_error()) : TC_OK; }
 
 /* ---- the table's functions ----------------------------------------------------------- */
 
@@ -243,29 +233,29 @@ static void versions(int *runtime, int *driver)
 
 static tc_status device_count(int *count)
 {
-    if (!count) return fail(TC_ERR_ARG, "cuda: device_count: NULL result");
+    if (!count) return mock_fail(TC_ERR_ARG, "cuda: device_count: NULL result");
     pthread_once(&g_once, configure);
     *count = 0;
-    if (g_config_error[0]) return fail(TC_ERR_DEVICE, "%s", g_config_error);
+    if (g_config_error[0]) return mock_fail(TC_ERR_DEVICE, "%s", g_config_error);
     *count = g_ndev;
     return TC_OK;
 }
 
 static tc_status device_name(int dev, char *name, size_t cap)
 {
-    if (!name || cap == 0) return fail(TC_ERR_ARG, "cuda: device_name: no buffer");
+    if (!name || cap == 0) return mock_fail(TC_ERR_ARG, "cuda: device_name: no buffer");
     name[0] = '\0';
-    tc_status s = use(dev, "cuda: device properties");
+    tc_status s = mock_use(dev, "cuda: device properties");
     if (!s) snprintf(name, cap, "tocha mock CUDA device %d (host memory, %zu bytes)", dev, g_capacity);
     return s;
 }
 
 static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 {
-    if (!ptr) return fail(TC_ERR_ARG, "cuda: alloc: NULL result");
+    if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: alloc: NULL result");
     *ptr = NULL;
     if (nbytes == 0) return TC_OK;
-    tc_status s = use(dev, "cuda: alloc");
+    tc_status s = mock_use(dev, "cuda: alloc");
     uintptr_t key = t_cap[dev] ? t_cap[dev]->pool : (uintptr_t)t_stream[dev];
     return s ? s : ca(ca_alloc(&g_alloc, dev, key, nbytes, ptr));
 }
@@ -273,16 +263,16 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 static tc_status mem_release(int dev, void *ptr)
 {
     if (!ptr) return TC_OK;
-    tc_status s = use(dev, "cuda: free");
+    tc_status s = mock_use(dev, "cuda: free");
     return s ? s : ca(ca_free(&g_alloc, dev, ptr));
 }
 
 static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
 {
     if (nbytes == 0) return TC_OK;
-    if (!ptr) return fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
-    tc_status s = use(dev, "cuda: memset");
-    if (!s && recording(dev)) return record(dev, &(mock_rec){.kind = REC_SET, .dst = ptr, .value = value, .n = (int64_t)nbytes});
+    if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
+    tc_status s = mock_use(dev, "cuda: memset");
+    if (!s && mock_recording(dev)) return mock_record(dev, &(mock_rec){.kind = REC_SET, .dst = ptr, .value = value, .n = (int64_t)nbytes});
     if (!s) memset(ptr, value, nbytes);
     return s;
 }
@@ -292,21 +282,21 @@ static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
 static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, int kind, const char *what)
 {
     if (nbytes == 0) return TC_OK;
-    if (!dst || !src) return fail(TC_ERR_ARG, "%s: NULL pointer", what);
-    tc_status s = use(dev, what);
+    if (!dst || !src) return mock_fail(TC_ERR_ARG, "%s: NULL pointer", what);
+    tc_status s = mock_use(dev, what);
     if (s) return s;
     if (t_cap[dev] && kind == 'd')
-        return fail(TC_ERR_UNSUPPORTED, "%s: cannot read device values on the host while a CUDA graph is being "
+        return mock_fail(TC_ERR_UNSUPPORTED, "%s: cannot read device values on the host while a CUDA graph is being "
                                         "captured on cuda:%d", what, dev);
-    if (recording(dev)) {
+    if (mock_recording(dev)) {
         mock_rec r = {.kind = kind == 'h' ? REC_VALUE : REC_COPY, .dst = dst, .src = src, .n = (int64_t)nbytes};
         if (kind == 'h') { /* staged, as the CUDA backend stages host scalars in pinned memory */
             if (nbytes > TC_CUDA_CAPTURE_H2D_MAX)
-                return fail(TC_ERR_UNSUPPORTED, "%s: %zu bytes cannot be captured in a CUDA graph on cuda:%d (at most %d "
+                return mock_fail(TC_ERR_UNSUPPORTED, "%s: %zu bytes cannot be captured in a CUDA graph on cuda:%d (at most %d "
                             "bytes of host scalars are)", what, nbytes, dev, TC_CUDA_CAPTURE_H2D_MAX);
             memcpy(r.bytes, src, nbytes);
         }
-        return record(dev, &r);
+        return mock_record(dev, &r);
     }
     memmove(dst, src, nbytes);
     return TC_OK;
@@ -329,174 +319,54 @@ static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)
 
 static tc_status synchronize(int dev)
 {
-    tc_status s = use(dev, "cuda: synchronize");
-    return s ? s : no_wait(dev, "cuda: synchronize");
+    tc_status s = mock_use(dev, "cuda: synchronize");
+    return s ? s : mock_no_wait(dev, "cuda: synchronize");
 }
 
-/* ---- elementwise: float32 and float64 loops from the ops.def float formulas ---------- */
-
-/* One function per op and float type: out[i] = formula(a, b, c; p0, p1) with the inputs
- * read at i * step (step 0 broadcasts one element). CMP ops store uint8. */
-#define DIFF TC_OPF_DIFF
-#define FLT TC_OPF_FLT
-#define INT TC_OPF_INT
-#define BOOL TC_OPF_BOOL
-#define CMP TC_OPF_CMP
-#define ZDIV TC_OPF_ZDIV
-typedef void (*mock_loop)(int64_t n, void *out, const void *const *in, const int64_t *step, double s0, double s1);
-
-#define MOCK_LOOP(ID, TY, fl, EXPR)                                                         \
-    static void ew_##ID##_##TY(int64_t n, void *out, const void *const *in, const int64_t *step, double s0, \
-                               double s1)                                                   \
-    {                                                                                       \
-        typedef TY T;                                                                       \
-        const T p0 = (T)s0, p1 = (T)s1, *A = (const T *)in[0], *B = (const T *)in[1], *Cc = (const T *)in[2]; \
-        (void)p0, (void)p1;                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                   \
-            T a = A ? A[i * step[0]] : 0, b = B ? B[i * step[1]] : 0, c = Cc ? Cc[i * step[2]] : 0; \
-            (void)a, (void)b, (void)c;                                                      \
-            if ((fl) & CMP) ((uint8_t *)out)[i] = (uint8_t)(EXPR);                          \
-            else ((T *)out)[i] = (T)(EXPR);                                                 \
-        }                                                                                   \
-    }
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wfloat-conversion"
-#pragma GCC diagnostic ignored "-Wbool-operation"
-#pragma GCC diagnostic ignored "-Wint-in-bool-context"
-#define TC_EW(ID, nm, ar, np, fl, ffmt, ifmt) MOCK_LOOP(ID, float, fl, ffmt) MOCK_LOOP(ID, double, fl, ffmt)
-#define TC_OPK(ID, nm, kind, nin, nout, fl)
-#include "ops.def"
-#undef TC_EW
-#undef TC_OPK
-#pragma GCC diagnostic pop
-
-typedef struct mock_ew {
-    const char *name;
-    int arity, flags;
-    mock_loop f32, f64;
-} mock_ew;
-
-static const mock_ew g_ew[TC_OP_COUNT] = {
-#define TC_EW(ID, nm, ar, np, fl, ffmt, ifmt) [TC_OP_##ID] = {nm, ar, fl, ew_##ID##_float, ew_##ID##_double},
-#define TC_OPK(ID, nm, kind, nin, nout, fl)
-#include "ops.def"
-#undef TC_EW
-#undef TC_OPK
-};
-
-static tc_status ew(int dev, int op, int dtype, int64_t n, void *out, const void *const *in, const int64_t *step,
-                    double s0, double s1)
-{
-    if (op < 0 || op >= TC_OP_COUNT || !g_ew[op].name) return fail(TC_ERR_ARG, "cuda ew: op %d is not an elementwise op", op);
-    const mock_ew *e = &g_ew[op];
-    if (dtype < 0 || dtype >= TC_DTYPE_COUNT) return fail(TC_ERR_ARG, "cuda %s: bad dtype %d", e->name, dtype);
-    if (dtype != TC_F32 && dtype != TC_F64) {
-        static const char *const names[TC_DTYPE_COUNT] = {
-            [TC_F32] = "float32", [TC_F64] = "float64", [TC_F16] = "float16", [TC_BF16] = "bfloat16",
-            [TC_U8] = "uint8",    [TC_I8] = "int8",     [TC_I16] = "int16",   [TC_I32] = "int32",
-            [TC_I64] = "int64",   [TC_BOOL] = "bool"};
-        return fail(TC_ERR_UNSUPPORTED, "cuda %s: the mock backend runs float32 and float64 only, not %s", e->name,
-                    names[dtype] ? names[dtype] : "?");
-    }
-    if (!(e->flags & TC_OPF_FLT)) return fail(TC_ERR_UNSUPPORTED, "cuda %s: no CUDA kernel for floats", e->name);
-    if (n == 0) return TC_OK;
-    if (!out) return fail(TC_ERR_ARG, "cuda %s: output is NULL", e->name);
-    const void *ins[3] = {NULL, NULL, NULL};
-    int64_t st[3] = {0, 0, 0};
-    for (int k = 0; k < e->arity; k++) {
-        if (!in || !in[k]) return fail(TC_ERR_ARG, "cuda %s: input %d is NULL", e->name, k + 1);
-        if (!step || (step[k] != 0 && step[k] != 1))
-            return fail(TC_ERR_UNSUPPORTED, "cuda %s: input %d has step %lld (0 or 1 supported)", e->name, k + 1,
-                        step ? (long long)step[k] : -1LL);
-        ins[k] = in[k];
-        st[k] = step[k];
-    }
-    tc_status s = use(dev, "cuda: ew");
-    if (s) return s;
-    if (recording(dev))
-        return record(dev, &(mock_rec){.kind = REC_EW, .op = op, .dtype = dtype, .n = n, .dst = out, .in = {ins[0], ins[1], ins[2]},
-                                       .step = {st[0], st[1], st[2]}, .s0 = s0, .s1 = s1});
-    (dtype == TC_F32 ? e->f32 : e->f64)(n, out, ins, st, s0, s1);
-    return TC_OK;
-}
 
 /* ---- version 2: allocator and device selection ----------------------------------------- */
 
 static tc_status memory_stats(int dev, tc_cuda_memstats *out)
 {
-    if (!out) return fail(TC_ERR_ARG, "cuda memory_stats: NULL result");
-    tc_status s = use(dev, "cuda memory_stats");
+    if (!out) return mock_fail(TC_ERR_ARG, "cuda memory_stats: NULL result");
+    tc_status s = mock_use(dev, "cuda memory_stats");
     return s ? s : ca(ca_stats(&g_alloc, dev, out));
 }
 
 static tc_status empty_cache(int dev)
 {
-    tc_status s = use(dev, "cuda empty_cache");
+    tc_status s = mock_use(dev, "cuda empty_cache");
     if (!s && t_ncap > 0)
-        s = fail(TC_ERR_UNSUPPORTED, "cuda empty_cache: cannot free device memory while this thread captures a CUDA graph");
+        s = mock_fail(TC_ERR_UNSUPPORTED, "cuda empty_cache: cannot free device memory while this thread captures a CUDA graph");
     return s ? s : ca(ca_empty_cache(&g_alloc, dev));
 }
 
 static tc_status reset_peak_stats(int dev)
 {
-    tc_status s = use(dev, "cuda reset_peak_stats");
+    tc_status s = mock_use(dev, "cuda reset_peak_stats");
     return s ? s : ca(ca_reset_peak(&g_alloc, dev));
 }
 
 static tc_status set_device(int dev)
 {
-    tc_status s = use(dev, "cuda set_device");
+    tc_status s = mock_use(dev, "cuda set_device");
     if (!s) g_current = dev;
     return s;
 }
 
 static tc_status current_device(int *dev)
 {
-    if (!dev) return fail(TC_ERR_ARG, "cuda current_device: NULL result");
+    if (!dev) return mock_fail(TC_ERR_ARG, "cuda current_device: NULL result");
     *dev = g_current;
     return TC_OK;
 }
 
-/* ---- version 3: ops on device tensors ---------------------------------------------------- */
-
-/* Elementwise float ops whose views are contiguous (or one element broadcast to all) run
- * here with the loops above, so the path where the backend has the kernel is exercised;
- * everything else answers UNSUPPORTED like a backend without that kernel, and libtocha
- * runs it on the host. */
-static int view_step(const tc_cuda_view *v) /* 1 contiguous, 0 all broadcast, -1 neither */
-{
-    int64_t expect = 1;
-    bool contiguous = true, broadcast = true;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        if (v->size[d] != 1 && v->stride[d] != expect) contiguous = false;
-        if (v->size[d] != 1 && v->stride[d] != 0) broadcast = false;
-        expect *= v->size[d];
-    }
-    return contiguous ? 1 : broadcast ? 0 : -1;
-}
-
-static tc_status run(int dev, const tc_cuda_call *c)
-{
-    if (!c || c->op < 0 || c->op >= TC_OP_COUNT) return fail(TC_ERR_ARG, "cuda run: unknown op");
-    const mock_ew *e = &g_ew[c->op];
-    const tc_cuda_view *o = &c->out[0];
-    bool ok = e->name && c->nin == e->arity && o->data && view_step(o) == 1 && (o->dtype == TC_F32 || o->dtype == TC_F64);
-    const void *in[3] = {NULL, NULL, NULL};
-    int64_t step[3] = {0, 0, 0};
-    for (int i = 0; ok && i < c->nin; i++) {
-        in[i] = c->in[i].data;
-        step[i] = view_step(&c->in[i]);
-        ok = in[i] && c->in[i].dtype == o->dtype && step[i] >= 0;
-    }
-    if (!ok) return fail(TC_ERR_UNSUPPORTED, "mock: no CUDA kernel for op %d", (int)c->op);
-    return ew(dev, c->op, o->dtype, o->numel, o->data, in, step, c->params.s[0], c->params.s[1]);
-}
 
 static tc_status set_flag(int flag, int64_t value)
 {
     (void)value;
     if (flag != TC_CUDA_FLAG_TF32 && flag != TC_CUDA_FLAG_CUDNN_BENCHMARK)
-        return fail(TC_ERR_ARG, "cuda set_flag: flag %d is not the backend's", flag);
+        return mock_fail(TC_ERR_ARG, "cuda set_flag: flag %d is not the backend's", flag);
     return TC_OK;
 }
 
@@ -510,22 +380,22 @@ static mock_event *as_event(void *e) { return e && ((mock_event *)e)->magic == E
 /* A stream argument: NULL (the legacy default stream) or a live stream of dev. */
 static tc_status stream_arg(int dev, void *s, const char *what)
 {
-    tc_status st = use(dev, what);
+    tc_status st = mock_use(dev, what);
     if (st || !s) return st;
     mock_stream *m = as_stream(s);
-    if (!m) return fail(TC_ERR_ARG, "%s: %p is not a live stream", what, s);
-    if (m->dev != dev) return fail(TC_ERR_ARG, "%s: the stream belongs to device %d, not %d", what, m->dev, dev);
+    if (!m) return mock_fail(TC_ERR_ARG, "%s: %p is not a live stream", what, s);
+    if (m->dev != dev) return mock_fail(TC_ERR_ARG, "%s: the stream belongs to device %d, not %d", what, m->dev, dev);
     return TC_OK;
 }
 
 static tc_status stream_create(int dev, void **stream)
 {
-    if (!stream) return fail(TC_ERR_ARG, "cuda stream_create: NULL result");
+    if (!stream) return mock_fail(TC_ERR_ARG, "cuda stream_create: NULL result");
     *stream = NULL;
-    tc_status s = use(dev, "cuda stream_create");
+    tc_status s = mock_use(dev, "cuda stream_create");
     if (s) return s;
     mock_stream *m = (mock_stream *)malloc(sizeof *m);
-    if (!m) return fail(TC_ERR_MEMORY, "cuda stream_create: no host memory");
+    if (!m) return mock_fail(TC_ERR_MEMORY, "cuda stream_create: no host memory");
     *m = (mock_stream){STREAM_MAGIC, dev};
     *stream = m;
     return TC_OK;
@@ -533,11 +403,11 @@ static tc_status stream_create(int dev, void **stream)
 
 static tc_status stream_destroy(int dev, void *stream)
 {
-    if (!stream) return fail(TC_ERR_ARG, "cuda stream_destroy: the default stream cannot be destroyed");
+    if (!stream) return mock_fail(TC_ERR_ARG, "cuda stream_destroy: the default stream cannot be destroyed");
     tc_status s = stream_arg(dev, stream, "cuda stream_destroy");
     if (!s && t_cap[dev] && t_cap[dev]->stream == stream)
-        s = fail(TC_ERR_ARG, "cuda stream_destroy: the stream is capturing a CUDA graph on cuda:%d", dev);
-    if (!s) s = no_wait(dev, "cuda stream_destroy");
+        s = mock_fail(TC_ERR_ARG, "cuda stream_destroy: the stream is capturing a CUDA graph on cuda:%d", dev);
+    if (!s) s = mock_no_wait(dev, "cuda stream_destroy");
     if (s) return s;
     if (t_stream[dev] == stream) t_stream[dev] = NULL;
     ((mock_stream *)stream)->magic = 0; /* a second destroy is caught (until the memory is reused) */
@@ -548,15 +418,15 @@ static tc_status stream_destroy(int dev, void *stream)
 static tc_status stream_synchronize(int dev, void *stream)
 {
     tc_status s = stream_arg(dev, stream, "cuda stream_synchronize");
-    return s ? s : no_wait(dev, "cuda stream_synchronize");
+    return s ? s : mock_no_wait(dev, "cuda stream_synchronize");
 }
 
 static tc_status stream_query(int dev, void *stream, int *done)
 {
-    if (!done) return fail(TC_ERR_ARG, "cuda stream_query: NULL result");
+    if (!done) return mock_fail(TC_ERR_ARG, "cuda stream_query: NULL result");
     *done = 0;
     tc_status s = stream_arg(dev, stream, "cuda stream_query");
-    if (!s) s = no_wait(dev, "cuda stream_query");
+    if (!s) s = mock_no_wait(dev, "cuda stream_query");
     if (!s) *done = 1; /* work runs when queued */
     return s;
 }
@@ -577,12 +447,12 @@ static double now_ms(void)
 
 static tc_status event_create(int dev, int timing, void **event)
 {
-    if (!event) return fail(TC_ERR_ARG, "cuda event_create: NULL result");
+    if (!event) return mock_fail(TC_ERR_ARG, "cuda event_create: NULL result");
     *event = NULL;
-    tc_status s = use(dev, "cuda event_create");
+    tc_status s = mock_use(dev, "cuda event_create");
     if (s) return s;
     mock_event *e = (mock_event *)calloc(1, sizeof *e);
-    if (!e) return fail(TC_ERR_MEMORY, "cuda event_create: no host memory");
+    if (!e) return mock_fail(TC_ERR_MEMORY, "cuda event_create: no host memory");
     *e = (mock_event){.magic = EVENT_MAGIC, .dev = dev, .timing = timing != 0};
     *event = e;
     return TC_OK;
@@ -591,11 +461,11 @@ static tc_status event_create(int dev, int timing, void **event)
 /* An event argument: a live event of dev. */
 static tc_status event_arg(int dev, void *event, const char *what)
 {
-    tc_status s = use(dev, what);
+    tc_status s = mock_use(dev, what);
     if (s) return s;
     mock_event *e = as_event(event);
-    if (!e) return fail(TC_ERR_ARG, "%s: %p is not a live event", what, event);
-    if (e->dev != dev) return fail(TC_ERR_ARG, "%s: the event belongs to device %d, not %d", what, e->dev, dev);
+    if (!e) return mock_fail(TC_ERR_ARG, "%s: %p is not a live event", what, event);
+    if (e->dev != dev) return mock_fail(TC_ERR_ARG, "%s: the event belongs to device %d, not %d", what, e->dev, dev);
     return TC_OK;
 }
 
@@ -631,29 +501,29 @@ static tc_status event_wait(int dev, void *stream, void *event)
 static tc_status event_synchronize(int dev, void *event)
 {
     tc_status s = event_arg(dev, event, "cuda event_synchronize");
-    return s ? s : no_wait(dev, "cuda event_synchronize");
+    return s ? s : mock_no_wait(dev, "cuda event_synchronize");
 }
 
 static tc_status event_query(int dev, void *event, int *done)
 {
-    if (!done) return fail(TC_ERR_ARG, "cuda event_query: NULL result");
+    if (!done) return mock_fail(TC_ERR_ARG, "cuda event_query: NULL result");
     *done = 0;
     tc_status s = event_arg(dev, event, "cuda event_query");
-    if (!s) s = no_wait(dev, "cuda event_query");
+    if (!s) s = mock_no_wait(dev, "cuda event_query");
     if (!s) *done = 1;
     return s;
 }
 
 static tc_status event_elapsed(int dev, void *start, void *end, float *ms)
 {
-    if (!ms) return fail(TC_ERR_ARG, "cuda event_elapsed: NULL result");
+    if (!ms) return mock_fail(TC_ERR_ARG, "cuda event_elapsed: NULL result");
     *ms = 0;
     tc_status s = event_arg(dev, start, "cuda event_elapsed");
     if (!s) s = event_arg(dev, end, "cuda event_elapsed");
     if (s) return s;
     mock_event *a = (mock_event *)start, *b = (mock_event *)end;
-    if (!a->timing || !b->timing) return fail(TC_ERR_ARG, "cuda event_elapsed: an event was created without timing");
-    if (!a->recorded || !b->recorded) return fail(TC_ERR_ARG, "cuda event_elapsed: an event was never recorded");
+    if (!a->timing || !b->timing) return mock_fail(TC_ERR_ARG, "cuda event_elapsed: an event was created without timing");
+    if (!a->recorded || !b->recorded) return mock_fail(TC_ERR_ARG, "cuda event_elapsed: an event was never recorded");
     *ms = (float)(b->ms - a->ms);
     return TC_OK;
 }
@@ -665,10 +535,10 @@ static size_t g_npins, g_cappins;
 
 static tc_status host_alloc(size_t nbytes, void **ptr)
 {
-    if (!ptr) return fail(TC_ERR_ARG, "cuda host_alloc: NULL result");
+    if (!ptr) return mock_fail(TC_ERR_ARG, "cuda host_alloc: NULL result");
     *ptr = NULL;
     if (nbytes == 0) return TC_OK;
-    if (t_ncap > 0) return fail(TC_ERR_UNSUPPORTED, "cuda host_alloc: not while this thread captures a CUDA graph");
+    if (t_ncap > 0) return mock_fail(TC_ERR_UNSUPPORTED, "cuda host_alloc: not while this thread captures a CUDA graph");
     void *p = malloc(nbytes);
     pthread_mutex_lock(&g_pin_mu);
     if (p && g_npins == g_cappins) {
@@ -681,7 +551,7 @@ static tc_status host_alloc(size_t nbytes, void **ptr)
     pthread_mutex_unlock(&g_pin_mu);
     if (!ok) {
         free(p);
-        return fail(TC_ERR_MEMORY, "cuda host_alloc: %zu bytes of page-locked memory: out of host memory", nbytes);
+        return mock_fail(TC_ERR_MEMORY, "cuda host_alloc: %zu bytes of page-locked memory: out of host memory", nbytes);
     }
     *ptr = p;
     return TC_OK;
@@ -692,7 +562,7 @@ static tc_status hold(mock_graph *g, void *p)
     if (g->nheld == g->capheld) {
         size_t cap = g->capheld ? g->capheld * 2 : 8;
         void **v = (void **)realloc(g->held, cap * sizeof *v);
-        if (!v) return fail(TC_ERR_MEMORY, "cuda host_release: no host memory for bookkeeping");
+        if (!v) return mock_fail(TC_ERR_MEMORY, "cuda host_release: no host memory for bookkeeping");
         g->held = v, g->capheld = cap;
     }
     g->held[g->nheld++] = p;
@@ -720,12 +590,12 @@ static tc_status host_release(void *ptr)
     for (size_t i = 0; i < g_npins && !known; i++) known = g_pins[i] == ptr;
     pthread_mutex_unlock(&g_pin_mu);
     if (!known)
-        return fail(TC_ERR_ARG, "cuda host_release: %p is not page-locked memory from host_alloc (released twice, or "
+        return mock_fail(TC_ERR_ARG, "cuda host_release: %p is not page-locked memory from host_alloc (released twice, or "
                                 "foreign)", ptr);
     for (int d = 0; d < CA_MAX_DEVICES && t_ncap > 0; d++)
         if (t_cap[d]) {
             for (size_t i = 0; i < t_cap[d]->nheld; i++)
-                if (t_cap[d]->held[i] == ptr) return fail(TC_ERR_ARG, "cuda host_release: %p released twice", ptr);
+                if (t_cap[d]->held[i] == ptr) return mock_fail(TC_ERR_ARG, "cuda host_release: %p released twice", ptr);
             return hold(t_cap[d], ptr);
         }
     unpin(ptr);
@@ -754,14 +624,14 @@ static void graph_free(mock_graph *g)
 
 static tc_status capture_begin(int dev, void *stream)
 {
-    if (!stream) return fail(TC_ERR_ARG, "cuda capture_begin: the legacy default stream cannot be captured");
+    if (!stream) return mock_fail(TC_ERR_ARG, "cuda capture_begin: the legacy default stream cannot be captured");
     tc_status s = stream_arg(dev, stream, "cuda capture_begin");
     if (s) return s;
-    if (t_cap[dev]) return fail(TC_ERR_ARG, "cuda capture_begin: this thread already captures on cuda:%d", dev);
+    if (t_cap[dev]) return mock_fail(TC_ERR_ARG, "cuda capture_begin: this thread already captures on cuda:%d", dev);
     if (t_stream[dev] != stream)
-        return fail(TC_ERR_ARG, "cuda capture_begin: the stream to capture must be the current stream of cuda:%d", dev);
+        return mock_fail(TC_ERR_ARG, "cuda capture_begin: the stream to capture must be the current stream of cuda:%d", dev);
     mock_graph *g = (mock_graph *)calloc(1, sizeof *g);
-    if (!g) return fail(TC_ERR_MEMORY, "cuda capture_begin: no host memory");
+    if (!g) return mock_fail(TC_ERR_MEMORY, "cuda capture_begin: no host memory");
     g->magic = GRAPH_MAGIC;
     g->dev = dev;
     g->stream = stream;
@@ -776,13 +646,13 @@ static tc_status capture_begin(int dev, void *stream)
 
 static tc_status capture_end(int dev, void *stream, void **graph)
 {
-    if (!graph) return fail(TC_ERR_ARG, "cuda capture_end: NULL result");
+    if (!graph) return mock_fail(TC_ERR_ARG, "cuda capture_end: NULL result");
     *graph = NULL;
-    tc_status s = use(dev, "cuda capture_end");
+    tc_status s = mock_use(dev, "cuda capture_end");
     if (s) return s;
     mock_graph *g = t_cap[dev];
-    if (!g) return fail(TC_ERR_ARG, "cuda capture_end: this thread has no capture open on cuda:%d", dev);
-    if (g->stream != stream) return fail(TC_ERR_ARG, "cuda capture_end: cuda:%d captures another stream", dev);
+    if (!g) return mock_fail(TC_ERR_ARG, "cuda capture_end: this thread has no capture open on cuda:%d", dev);
+    if (g->stream != stream) return mock_fail(TC_ERR_ARG, "cuda capture_end: cuda:%d captures another stream", dev);
     t_cap[dev] = NULL;
     t_ncap--;
     g->stream = NULL;
@@ -793,9 +663,9 @@ static tc_status capture_end(int dev, void *stream, void **graph)
 static mock_graph *graph_arg(int dev, void *graph, const char *what, tc_status *s)
 {
     mock_graph *g = (mock_graph *)graph;
-    *s = use(dev, what);
-    if (!*s && (!g || g->magic != GRAPH_MAGIC)) *s = fail(TC_ERR_ARG, "%s: %p is not a live graph", what, graph);
-    if (!*s && g->dev != dev) *s = fail(TC_ERR_ARG, "%s: the graph is of cuda:%d, not cuda:%d", what, g->dev, dev);
+    *s = mock_use(dev, what);
+    if (!*s && (!g || g->magic != GRAPH_MAGIC)) *s = mock_fail(TC_ERR_ARG, "%s: %p is not a live graph", what, graph);
+    if (!*s && g->dev != dev) *s = mock_fail(TC_ERR_ARG, "%s: the graph is of cuda:%d, not cuda:%d", what, g->dev, dev);
     return *s ? NULL : g;
 }
 
@@ -805,16 +675,8 @@ static tc_status graph_launch(int dev, void *graph, void *stream)
     tc_status s;
     mock_graph *g = graph_arg(dev, graph, "cuda graph_launch", &s);
     if (!s) s = stream_arg(dev, stream, "cuda graph_launch");
-    if (!s && t_cap[dev]) s = fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay while capturing on cuda:%d", dev);
-    for (size_t i = 0; !s && i < g->nrec; i++) {
-        const mock_rec *r = &g->rec[i];
-        switch (r->kind) {
-        case REC_EW: (r->dtype == TC_F32 ? g_ew[r->op].f32 : g_ew[r->op].f64)(r->n, r->dst, r->in, r->step, r->s0, r->s1); break;
-        case REC_SET: memset(r->dst, r->value, (size_t)r->n); break;
-        case REC_COPY: memmove(r->dst, r->src, (size_t)r->n); break;
-        default: memcpy(r->dst, r->bytes, (size_t)r->n); break;
-        }
-    }
+    if (!s && t_cap[dev]) s = mock_fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay while capturing on cuda:%d", dev);
+    for (size_t i = 0; !s && i < g->nrec; i++) mock_replay(&g->rec[i]);
     return s;
 }
 
@@ -823,14 +685,14 @@ static tc_status graph_destroy(int dev, void *graph)
     if (!graph) return TC_OK;
     tc_status s;
     mock_graph *g = graph_arg(dev, graph, "cuda graph_destroy", &s);
-    if (!s && t_ncap > 0) s = fail(TC_ERR_UNSUPPORTED, "cuda graph_destroy: not while this thread captures a CUDA graph");
+    if (!s && t_ncap > 0) s = mock_fail(TC_ERR_UNSUPPORTED, "cuda graph_destroy: not while this thread captures a CUDA graph");
     if (!s) graph_free(g);
     return s;
 }
 
 static tc_status is_capturing(int dev, int *yes)
 {
-    if (!yes) return fail(TC_ERR_ARG, "cuda is_capturing: NULL result");
+    if (!yes) return mock_fail(TC_ERR_ARG, "cuda is_capturing: NULL result");
     *yes = dev >= 0 && dev < CA_MAX_DEVICES && t_cap[dev] != NULL;
     return TC_OK;
 }
@@ -849,13 +711,13 @@ static const tc_cuda_api g_api = {
     copy_d2h,
     copy_d2d,
     synchronize,
-    ew,
+    mock_ew,
     memory_stats,
     empty_cache,
     reset_peak_stats,
     set_device,
     current_device,
-    run,
+    mock_run,
     set_flag,
     stream_create,
     stream_destroy,
@@ -878,6 +740,7 @@ static const tc_cuda_api g_api = {
     graph_launch,
     graph_destroy,
     is_capturing,
+    mock_devcheck_take,
 };
 
 EXPORT const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

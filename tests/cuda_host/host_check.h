@@ -40,5 +40,6 @@ tc_status cu_scratch_alloc(int, size_t, void **) { return TC_ERR_MEMORY; }
 tc_status cu_scratch_free(int, void *) { return TC_OK; }
 cudaStream_t cu_stream(void) { return nullptr; } /* stream.cu: the legacy default stream */
 bool cu_capturing(int) { return false; }
+tc_cuda_devcheck *cu_devcheck_word(int) { return nullptr; } /* stream.cu: no error word here */
 #endif
 #endif /* TC_HOST_CHECK_H */

@@ -157,7 +157,8 @@ local d6 = 0
 for i = 1, 4 do d6 = math.max(d6, math.abs(s6(xs[i]:cudaDouble(), ys[i]:cudaLong()) - le[i])) end
 put('nocapture.losses', d6 < 1e-12)
 put('nocapture.replays', s6:stats().replays)
--- with strict, the refusal is an error naming why
+-- with strict, the refusal is an error naming why (cross-entropy's gather no longer stops
+-- the capture: its indices are checked on the device; the mock's missing addmm kernel does)
 local m7, c7 = mlp(), nn.CrossEntropyCriterion()
 m7:type('torch.CudaDoubleTensor'); c7:type('torch.CudaDoubleTensor')
 local s7 = tocha.jit.step(m7, c7, optim.SGD(m7:parameters(), {lr = 0.1}), {cuda_graph = true, strict = true})
@@ -165,4 +166,4 @@ local ok7, e7 = pcall(function()
    for i = 1, 3 do s7(xs[i]:cudaDouble(), ys[i]:cudaLong()) end
 end)
 put('strict.error', not ok7 and tostring(e7):match('^[^:]*jit_cuda_child%.lua:%d+: tocha%.jit%.step: graph capture: ' ..
-                                                 'node %d+ %(gather, traced at [^)]*%) checks its indices') ~= nil)
+                                                 'addmm: cannot run on the host') ~= nil)
