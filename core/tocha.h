@@ -393,8 +393,9 @@ tc_status tc_tensor_to_async(const tc_tensor *t, int device, int dtype, tc_tenso
  * replayed); tensors made in the capture are the graph's outputs, rewritten by each replay.
  * Refused while capturing, with a message naming the op and device (and the capture then
  * fails at tc_cuda_graph_end, even if the error was ignored): ops without a CUDA kernel
- * (host fallback), reads of device values on the host (item/get, index checks, masks,
- * nonzero, integer division), copies to the host, synchronisation, random ops (a replay
+ * (host fallback), reads of device values on the host (item/get, masks, nonzero,
+ * integer division; index ops check their bounds on the device instead and the first bad
+ * index is reported at the next host wait), copies to the host, synchronisation, random ops (a replay
  * would repeat the numbers), and copies from the host larger than a scalar (non_blocking
  * copies from pinned memory are captured: each replay re-reads the pinned memory).
  * tc_cuda_graph_end restores the previous current stream; on a failed capture it frees the

@@ -11,6 +11,7 @@
  * device-side check; without a device they skip.
  */
 #include "ctest.h"
+#include "cuda_test_util.h"
 #include "graph/graph.h"
 #include <stdlib.h>
 
@@ -19,31 +20,11 @@
 static int have_device(void)
 {
     char why[512];
-    if (tc_cuda_available(why, sizeof why) && tc_cuda_device_count() > 0) return 1;
-    printf("  skip: no CUDA device (%s)\n", why);
-    return 0;
+    return ct_cuda_device(why, sizeof why);
 }
-
-static tc_tensor *dev_of(const tc_tensor *t)
-{
-    tc_tensor *d = NULL;
-    if (tc_tensor_to(t, DEV, -1, &d) != TC_OK) printf("  to cuda: %s\n", tc_last_error());
-    return ct_keep(d);
-}
-
-static tc_tensor *host_of(const tc_tensor *t)
-{
-    tc_tensor *h = NULL;
-    if (tc_tensor_to(t, TC_CPU, -1, &h) != TC_OK) printf("  to cpu: %s\n", tc_last_error());
-    return ct_keep(h);
-}
-
-static tc_tensor *op(tc_op o, const tc_tensor *a, const tc_tensor *b, const tc_params *p)
-{
-    tc_tensor *r = NULL;
-    if (ct_run1(o, a, b, NULL, p, &r)) printf("  %s: %s\n", tc_op_info(o)->name, tc_last_error());
-    return ct_keep(r);
-}
+static tc_tensor *dev_of(const tc_tensor *t) { return ct_to(t, DEV); }
+static tc_tensor *host_of(const tc_tensor *t) { return ct_to(t, TC_CPU); }
+#define op ct_op
 
 /* dst (a static device input) takes the host values src. */
 static tc_status fill(tc_tensor *dst, const tc_tensor *src)

@@ -10,6 +10,7 @@
  * On a machine with a GPU the first run uses the real backend and its kernels.
  */
 #include "ctest.h"
+#include "cuda_test_util.h"
 #include "internal.h"
 #include <stdlib.h>
 
@@ -22,8 +23,7 @@ int conformance_golden_on(int device, int *total); /* test_conformance.c */
 static int have_device(int *ctest_failed)
 {
     char why[512];
-    if (tc_cuda_available(why, sizeof why) && tc_cuda_device_count() > 0) return 1;
-    printf("  skip: no CUDA device (%s)\n", why);
+    if (ct_cuda_device(why, sizeof why)) return 1;
     tc_tensor *t = NULL;
     CHECK(tc_tensor_new_on(DEV, TC_F32, 1, SZ(4), &t) == TC_ERR_DEVICE);
     CHECK(t == NULL);
@@ -31,26 +31,12 @@ static int have_device(int *ctest_failed)
     return 0;
 }
 
-static int mock_backend(void)
-{
-    const char *lib = getenv("TOCHA_CUDA_LIB");
-    return lib && strstr(lib, "mock") != NULL;
-}
+#define mock_backend ct_cuda_mock
 
 /* A host copy of a device tensor's values (kept in the test pool). */
-static tc_tensor *host(const tc_tensor *t)
-{
-    tc_tensor *h = NULL;
-    if (tc_tensor_to(t, TC_CPU, -1, &h) != TC_OK) printf("  to cpu: %s\n", tc_last_error());
-    return ct_keep(h);
-}
+static tc_tensor *host(const tc_tensor *t) { return ct_to(t, TC_CPU); }
 
-static tc_tensor *on_dev(const tc_tensor *t)
-{
-    tc_tensor *d = NULL;
-    if (tc_tensor_to(t, DEV, -1, &d) != TC_OK) printf("  to cuda: %s\n", tc_last_error());
-    return ct_keep(d);
-}
+static tc_tensor *on_dev(const tc_tensor *t) { return ct_to(t, DEV); }
 
 TEST(cuda_dev_tensors_and_copies)
 {

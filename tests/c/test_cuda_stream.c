@@ -9,6 +9,7 @@
  * are checked there and on a GPU alike.
  */
 #include "ctest.h"
+#include "cuda_test_util.h"
 #include "cuda/cache_alloc.h"
 #include "cuda/cuda_api.h"
 #include "internal.h"
@@ -110,13 +111,49 @@ TEST(cuda_alloc_private_pools)
     free(a);
 }
 
+/* Every stream, event, pinned-memory and CUDA-graph entry point (and the compiled-graph
+ * capture calls) refuses NULL and bad arguments by name, with or without CUDA, and the
+ * process survives. */
+TEST(cuda_stream_entry_points_bad_input)
+{
+    int done = 0;
+    float ms = 0;
+    tc_tensor *o = NULL, *t = NULL;
+    tc_graph_devinfo di;
+    tc_captured_graph *cg = (tc_captured_graph *)1;
+    CHECK_ERR(tc_cuda_stream_new(0, NULL), TC_ERR_ARG, "stream_new: NULL result");
+    CHECK_ERR(tc_cuda_stream_sync(NULL), TC_ERR_ARG, "stream synchronize: NULL stream");
+    CHECK_ERR(tc_cuda_stream_query(NULL, &done), TC_ERR_ARG, "stream query: NULL stream");
+    CHECK_ERR(tc_cuda_event_new(0, 1, NULL), TC_ERR_ARG, "event_new: NULL result");
+    CHECK_ERR(tc_cuda_event_record(NULL, NULL), TC_ERR_ARG, "event record: NULL event");
+    CHECK_ERR(tc_cuda_event_wait(NULL, NULL), TC_ERR_ARG, "event wait: NULL event");
+    CHECK_ERR(tc_cuda_event_sync(NULL), TC_ERR_ARG, "event synchronize: NULL event");
+    CHECK_ERR(tc_cuda_event_query(NULL, &done), TC_ERR_ARG, "event query: NULL event");
+    CHECK_ERR(tc_cuda_event_elapsed(NULL, NULL, &ms), TC_ERR_ARG, "elapsed_time: NULL event");
+    CHECK_ERR(tc_tensor_pin(NULL, &o), TC_ERR_ARG, "pin_memory: NULL argument");
+    CHECK_ERR(tc_tensor_to_async(NULL, TC_CPU, -1, &o), TC_ERR_ARG, "to (non_blocking): NULL argument");
+    CHECK_OK(tc_tensor_new(TC_F32, 1, (int64_t[]){3}, &t));
+    ct_keep(t);
+    CHECK_ERR(tc_tensor_pin(t, NULL), TC_ERR_ARG, "pin_memory: NULL argument");
+    CHECK_ERR(tc_tensor_to_async(t, TC_CPU, 77, &o), TC_ERR_DTYPE, "invalid dtype 77");
+    CHECK(o == NULL && !tc_tensor_is_pinned(NULL) && !tc_tensor_is_pinned(t));
+    CHECK_ERR(tc_cuda_graph_end(0, NULL), TC_ERR_ARG, "capture_end: NULL result");
+    CHECK_ERR(tc_cuda_graph_replay(NULL), TC_ERR_ARG, "graph replay: NULL graph");
+    CHECK(tc_cuda_set_stream(-1, NULL) != TC_OK && tc_cuda_graph_begin(-1, NULL) != TC_OK);
+    tc_cuda_graph_free(NULL), tc_cuda_stream_free(NULL), tc_cuda_event_free(NULL); /* no-ops */
+    CHECK_ERR(tc_graph_device_info(NULL, &di), TC_ERR_ARG, "device_info: NULL argument");
+    CHECK_ERR(tc_graph_capture(NULL, NULL, 0, NULL, 0, &cg), TC_ERR_ARG, "graph capture: NULL argument");
+    CHECK_ERR(tc_graph_replay(NULL), TC_ERR_ARG, "graph replay: NULL capture");
+    tc_graph_capture_free(NULL);
+    ct_drop();
+}
+
 /* ---- device tests (GPU, or the mock) ------------------------------------------------------ */
 
 static int have_device(int *ctest_failed)
 {
     char why[512];
-    if (tc_cuda_available(why, sizeof why) && tc_cuda_device_count() > 0) return 1;
-    printf("  skip: no CUDA device (%s)\n", why);
+    if (ct_cuda_device(why, sizeof why)) return 1;
     tc_cuda_stream *s = (tc_cuda_stream *)1;
     CHECK(tc_cuda_stream_new(0, &s) == TC_ERR_DEVICE && s == NULL);
     CHECK(strstr(tc_last_error(), "CUDA unavailable") != NULL);
@@ -125,25 +162,11 @@ static int have_device(int *ctest_failed)
     return 0;
 }
 
-static int mock_backend(void)
-{
-    const char *lib = getenv("TOCHA_CUDA_LIB");
-    return lib && strstr(lib, "mock") != NULL;
-}
+#define mock_backend ct_cuda_mock
 
-static tc_tensor *host(const tc_tensor *t)
-{
-    tc_tensor *h = NULL;
-    if (tc_tensor_to(t, TC_CPU, -1, &h) != TC_OK) printf("  to cpu: %s\n", tc_last_error());
-    return ct_keep(h);
-}
+static tc_tensor *host(const tc_tensor *t) { return ct_to(t, TC_CPU); }
 
-static tc_tensor *on_dev(const tc_tensor *t)
-{
-    tc_tensor *d = NULL;
-    if (tc_tensor_to(t, DEV, -1, &d) != TC_OK) printf("  to cuda: %s\n", tc_last_error());
-    return ct_keep(d);
-}
+static tc_tensor *on_dev(const tc_tensor *t) { return ct_to(t, DEV); }
 
 TEST(cuda_dev_stream_current_and_allocation)
 {

@@ -10,6 +10,7 @@
  * generated kernels: never run so far).
  */
 #include "ctest.h"
+#include "cuda_test_util.h"
 #include "graph/cuda_codegen.h"
 #include "graph/graph.h"
 #include <stdlib.h>
@@ -19,9 +20,7 @@
 static int have_device(void)
 {
     char why[512];
-    if (tc_cuda_available(why, sizeof why) && tc_cuda_device_count() > 0) return 1;
-    printf("  skip: no CUDA device (%s)\n", why);
-    return 0;
+    return ct_cuda_device(why, sizeof why);
 }
 
 static tc_tensor *to_dev(const tc_tensor *t, int dev)
@@ -31,12 +30,7 @@ static tc_tensor *to_dev(const tc_tensor *t, int dev)
     return ct_keep(d);
 }
 
-static tc_tensor *host(const tc_tensor *t)
-{
-    tc_tensor *h = NULL;
-    if (tc_tensor_to(t, TC_CPU, -1, &h) != TC_OK) printf("  to cpu: %s\n", tc_last_error());
-    return ct_keep(h);
-}
+static tc_tensor *host(const tc_tensor *t) { return ct_to(t, TC_CPU); }
 
 /* A deterministic CPU tensor with values in (-1, 1). */
 static tc_tensor *wave(tc_dtype dt, int nd, const int64_t *sz, double phase)

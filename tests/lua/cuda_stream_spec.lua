@@ -4,18 +4,10 @@
 -- over the mock backend (2 devices), whose graph capture records and replays the calls.
 require 'torch'
 
-local build = os.getenv('TOCHA_BUILD') or 'build'
-local MOCK = build .. '/tests/libtocha_cuda_mock.so'
+local H = dofile('tests/lua/cuda_child_helper.lua')
 local CHILD = 'tests/lua/cuda_stream_child.lua'
 
-local function at(file, text)
-   local n = 0
-   for line in io.lines(file) do
-      n = n + 1
-      if line:find(text, 1, true) then return file .. ':' .. n .. ': ' end
-   end
-   error('no line with ' .. text)
-end
+local at = H.at
 
 describe('CUDA streams without CUDA', function()
    it('raise "CUDA unavailable" at the caller\'s line', function()
@@ -35,15 +27,8 @@ end)
 describe('CUDA streams over the mock backend', function()
    local got
    setup(function()
-      local f = io.open(MOCK, 'rb')
-      assert(f, MOCK .. ' is missing: build it with make ' .. MOCK)
-      f:close()
-      local p = assert(io.popen('TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
-         .. 'luajit ' .. CHILD .. ' 2>&1'))
-      local out = p:read('*a')
-      p:close()
-      got = {}
-      for k, v in out:gmatch('([%w_]+)=([^\n]*)') do got[k] = v:gsub('\\n', '\n') end
+      local out
+      got, out = H.run_child(CHILD)
       assert.are.equal('true', got.done, 'the child failed:\n' .. out)
    end)
    local function child_at(text) return at(CHILD, text) end

@@ -6,22 +6,13 @@
 -- process. Run from the repository root (tests/run.sh).
 require 'torch'
 
-local build = os.getenv('TOCHA_BUILD') or 'build'
-local MOCK = build .. '/tests/libtocha_cuda_mock.so'
+local H = dofile('tests/lua/cuda_child_helper.lua')
 local CHILD = 'tests/lua/jit_cuda_child.lua'
 
 describe('graph mode on a CUDA device (mock backend)', function()
    local got, out
    setup(function()
-      local f = io.open(MOCK, 'rb')
-      assert(f, MOCK .. ' is missing: build it with make ' .. MOCK)
-      f:close()
-      local p = assert(io.popen('TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
-         .. 'luajit ' .. CHILD .. ' 2>&1'))
-      out = p:read('*a')
-      p:close()
-      got = {}
-      for k, v in out:gmatch('([%w_%.]+)=([^\n]*)') do got[k] = v end
+      got, out = H.run_child(CHILD)
    end)
    local function check(key, want)
       assert.are.equal(want, got[key], key .. ' (child output:\n' .. out .. ')')

@@ -1,0 +1,43 @@
+/* cuda_test_util.h -- what the device tests share (test_cuda_device.c, test_cuda_stream.c,
+ * test_cuda_devcheck.c, test_graph_cuda.c, test_graph_cuda_capture.c): whether a device is
+ * there (a GPU, or the mock backend tests/run.sh selects), and copies to and from it kept
+ * in the test pool. Include after ctest.h. */
+#ifndef TC_TEST_CUDA_UTIL_H
+#define TC_TEST_CUDA_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 1 when a CUDA device is usable; else prints why the test skips and returns 0. */
+static inline int ct_cuda_device(char *why, size_t cap)
+{
+    if (tc_cuda_available(why, cap) && tc_cuda_device_count() > 0) return 1;
+    printf("  skip: no CUDA device (%s)\n", why);
+    return 0;
+}
+
+/* Whether the backend is the mock (device memory is host memory). */
+static inline int ct_cuda_mock(void)
+{
+    const char *lib = getenv("TOCHA_CUDA_LIB");
+    return lib && strstr(lib, "mock") != NULL;
+}
+
+/* t copied to device (TC_CPU: to the host), or NULL with the reason printed. */
+static inline tc_tensor *ct_to(const tc_tensor *t, int device)
+{
+    tc_tensor *r = NULL;
+    if (tc_tensor_to(t, device, -1, &r) != TC_OK) printf("  to %s: %s\n", device == TC_CPU ? "cpu" : "cuda", tc_last_error());
+    return ct_keep(r);
+}
+
+/* One op on a and b (b may be NULL), the result kept; NULL with the error printed. */
+static inline tc_tensor *ct_op(tc_op o, const tc_tensor *a, const tc_tensor *b, const tc_params *p)
+{
+    tc_tensor *r = NULL;
+    if (ct_run1(o, a, b, NULL, p, &r)) printf("  %s: %s\n", tc_op_info(o)->name, tc_last_error());
+    return ct_keep(r);
+}
+
+#endif /* TC_TEST_CUDA_UTIL_H */

@@ -1,0 +1,34 @@
+-- tests/lua/cuda_child_helper.lua -- what the CUDA specs share. The CUDA library state is
+-- per process, so each spec runs its device work in a child process over the mock backend
+-- (build/tests/libtocha_cuda_mock.so: 2 devices of 64 MB); the child prints key=value lines
+-- (newlines in values escaped as \n) and ends with done=true.
+local H = {}
+
+H.MOCK = (os.getenv('TOCHA_BUILD') or 'build') .. '/tests/libtocha_cuda_mock.so'
+
+-- "<file>:<line>: " of the first line of file containing text (errors are raised at the
+-- line of the user's call).
+function H.at(file, text)
+   local n = 0
+   for line in io.lines(file) do
+      n = n + 1
+      if line:find(text, 1, true) then return file .. ':' .. n .. ': ' end
+   end
+   error('no line with ' .. text)
+end
+
+-- Runs the child script over the mock; returns its values by key, and its whole output.
+function H.run_child(child)
+   local f = io.open(H.MOCK, 'rb')
+   assert(f, H.MOCK .. ' is missing: build it with make ' .. H.MOCK)
+   f:close()
+   local p = assert(io.popen('TOCHA_CUDA_LIB=' .. H.MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
+      .. 'luajit ' .. child .. ' 2>&1'))
+   local out = p:read('*a')
+   p:close()
+   local got = {}
+   for k, v in out:gmatch('([%w_%.]+)=([^\n]*)') do got[k] = v:gsub('\\n', '\n') end
+   return got, out
+end
+
+return H
