@@ -53,7 +53,7 @@ MOCKLIB   := $(BUILD)/tests/libtocha_cuda_mock.so
 .PHONY: all test demo bench bench-gpu bench-gpu-tiny asan deps lint format clean check-c check-lua cuda
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
-$(BUILD)/%.o: %.c $(wildcard core/tocha*.h) core/internal.h core/ops.def core/scalar_math.h core/philox.h $(wildcard core/autograd/*.h core/data/*.h core/graph/*.h) Makefile
+$(BUILD)/%.o: %.c $(wildcard core/*.h) core/ops.def $(wildcard core/autograd/*.h core/data/*.h core/graph/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -137,11 +137,14 @@ $(CTESTS): $(CUDAHOST)
 # The mock CUDA backend (tests/c/mock_cuda.c): the whole tc_cuda_api table over host memory
 # and the same caching allocator, built with the C compiler on every machine. Point
 # TOCHA_CUDA_LIB at it to run CUDA code paths without a GPU (docs/cuda.md).
-$(MOCKLIB): tests/c/mock_cuda.c tests/c/mock_cuda_ops.c tests/c/mock_cuda.h core/cuda/cache_alloc.c \
-            core/cuda/cache_alloc.h core/cuda/cuda_api.h core/tocha.h core/ops.def core/scalar_math.h
+# It links libtocha.so (tests/c/mock_cuda_cpu.c runs ops through its CPU kernels, opt-in); the
+# soname makes the dynamic linker reuse the libtocha that loads the mock.
+$(MOCKLIB): tests/c/mock_cuda.c tests/c/mock_cuda_ops.c tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c tests/c/mock_cuda.h \
+            core/cuda/cache_alloc.c core/cuda/cache_alloc.h core/cuda/cu_elem.h core/philox.h \
+            core/cuda/cuda_api.h core/tocha.h core/internal.h core/ops.def core/scalar_math.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -shared -o $@ tests/c/mock_cuda.c tests/c/mock_cuda_ops.c \
-	      core/cuda/cache_alloc.c -lm -lpthread
+	      tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c core/cuda/cache_alloc.c -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' -lm -lpthread
 
 deps:
 	@sh .ci/deps.sh

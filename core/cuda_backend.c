@@ -18,11 +18,14 @@
  *
  * While the calling thread captures a CUDA graph (cuda_stream.c), what a graph cannot
  * record is refused here with a message naming the op: the host fallback, reads of device
- * values on the host, copies to the host, host data larger than a scalar, random ops (a
- * replay would draw the same numbers again) and synchronisation.
+ * values on the host, copies to the host, host data larger than a scalar, random draws from
+ * a generator other than the default one, randperm/multinomial, and synchronisation. A
+ * captured draw from the default generator reads its key and first slot from the capture's
+ * device pair when it runs, so every replay draws fresh numbers (cuda_stream.c).
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"
+#include "cuda_record.h"
 #include "philox.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,8 @@ static void device_free(void *data, void *ctx)
 {
     const tc_cuda_api *api;
     int dev = (int)(intptr_t)ctx - 1;
+    /* A block with recorded streams is released later, after them (cuda_record.c). */
+    if (tc_cuda_record_on_free(dev, data)) return;
     /* A storage outlives nothing it could report to: a failed release (a backend bug) is
      * dropped rather than crashing the release path. */
     if (tc_cuda_need("free", dev, &api) == TC_OK) (void)api->release(dev, data);
@@ -63,7 +68,12 @@ tc_status tc_cuda_storage_alloc(int device, int64_t nbytes, bool zero, tc_storag
     int dev = TC_DEVICE_ORDINAL(device);
     TRY(tc_cuda_need("storage", dev, &api));
     void *data = NULL;
-    tc_status st = tc_cuda_backend_status(api, api->alloc(dev, (size_t)nbytes, &data));
+    tc_cuda_record_poll(dev); /* blocks whose recorded streams are done go back first */
+    tc_status st = api->alloc(dev, (size_t)nbytes, &data);
+    /* out of memory with blocks still waiting for recorded streams: wait for those, retry */
+    if (st == TC_ERR_MEMORY && tc_cuda_record_pending(dev) > 0 && tc_cuda_record_drain(dev) == TC_OK)
+        st = api->alloc(dev, (size_t)nbytes, &data);
+    st = tc_cuda_backend_status(api, st);
     if (!st && zero && nbytes > 0) st = tc_cuda_backend_status(api, api->set_bytes(dev, data, 0, (size_t)nbytes));
     if (!st) st = tc_storage_adopt(data, nbytes, device, device_free, (void *)(intptr_t)(dev + 1), out);
     if (st && data) (void)api->release(dev, data);
@@ -242,7 +252,7 @@ tc_status tc_tensor_to(const tc_tensor *t, int device, int dt, tc_tensor **out)
 
 /* ---- flags and counters --------------------------------------------------------------- */
 
-static int64_t g_flags[TC_CUDA_FLAG_COUNT] = {[TC_CUDA_FLAG_HOST_FALLBACK] = 1};
+static int64_t g_flags[TC_CUDA_FLAG_COUNT] = {[TC_CUDA_FLAG_HOST_FALLBACK] = 1, [TC_CUDA_FLAG_CUDNN] = 1};
 static int64_t g_fallbacks[TC_OP_COUNT];
 
 tc_status tc_cuda_set_flag(int flag, int64_t value)
@@ -278,10 +288,11 @@ tc_status tc_cuda_synchronize(int dev)
     if (dev == -1) {
         tc_status s = tc_cuda_need("synchronize", 0, &api);
         for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_waited(api, d, api->synchronize(d));
-        return s;
+        return s ? s : tc_cuda_record_drain(-1);
     }
     TRY(tc_cuda_need("synchronize", dev, &api));
-    return tc_cuda_waited(api, dev, api->synchronize(dev));
+    TRY(tc_cuda_waited(api, dev, api->synchronize(dev)));
+    return tc_cuda_record_drain(dev); /* their events are complete now: release the blocks */
 }
 
 /* ---- running an op on the host -------------------------------------------------------- */
@@ -357,6 +368,16 @@ static void view_as_output(const tc_tensor *in, const tc_tensor *out, tc_cuda_vi
 
 static bool random_elementwise(tc_op op) { return op != TC_OP_RANDPERM && op != TC_OP_MULTINOMIAL; }
 
+/* Random ops inside a capture: randperm and multinomial run on the host, which a graph
+ * cannot record (the generator check is cuda_kernel's, with the slots). */
+static tc_status random_capturable(const tc_kcall *k, int device)
+{
+    if (random_elementwise(k->op)) return TC_OK;
+    return tc_cuda_capture_refuse(k->info->name, device, "draw random numbers on the host",
+                                  "randperm and multinomial have no CUDA kernel; draw them outside the capture and "
+                                  "pass them in");
+}
+
 static tc_status cuda_kernel(const tc_kcall *k)
 {
     const tc_cuda_api *api;
@@ -386,10 +407,7 @@ static tc_status cuda_kernel(const tc_kcall *k)
                                 k->nin, TC_CUDA_MAX_INPUTS);
         return host_fallback(k, device);
     }
-    if (k->info->kind == TC_KIND_RANDOM)
-        TRY(tc_cuda_capture_refuse(k->info->name, device, "draw random numbers",
-                                   "every replay would repeat the numbers drawn at capture time; draw them outside "
-                                   "the capture and pass them in"));
+    if (k->info->kind == TC_KIND_RANDOM) TRY(random_capturable(k, device));
     tc_cuda_view small[8], *views = small;
     if (k->nin > 8) {
         views = tc_malloc(sizeof *views * (size_t)k->nin, k->info->name);
@@ -408,14 +426,25 @@ static tc_status cuda_kernel(const tc_kcall *k)
     for (int o = 0; o < k->nout; o++) view_of(k->out[o], &call.out[o]);
 
     /* Random ops: the CPU kernel's slots (one Philox block per two elements); given back
-     * when the backend declines, so the host fallback draws the same numbers. */
+     * when the backend declines, so the host fallback draws the same numbers. Captured: the
+     * slots are the capture's (cuda_stream.c), the generator is not touched. */
     uint8_t saved[64];
     size_t saved_n = 0;
     tc_generator *gen = k->p->gen ? k->p->gen : tc_generator_default();
     bool draws = k->info->kind == TC_KIND_RANDOM && random_elementwise(k->op) && call.out[0].numel > 0;
-    if (draws) {
+    uint64_t nslots = ((uint64_t)call.out[0].numel + 1) / 2;
+    int captured = draws ? tc_cuda_capture_philox(dev, k->p->gen, nslots, &call.philox_key, &call.philox_base) : 0;
+    if (captured < 0) {
+        if (views != small) free(views);
+        return tc_cuda_capture_refuse(k->info->name, device, "draw from a generator other than the default one",
+                                      "only the default generator's draws are captured: a replay takes fresh numbers "
+                                      "from it; draw with it, or outside the capture and pass the numbers in");
+    }
+    if (captured) {
+        draws = false; /* nothing to give back: a declined op fails the capture (host fallback) */
+    } else if (draws) {
         saved_n = tc_generator_get_state(gen, saved, sizeof saved);
-        call.philox_base = tc_generator_reserve(gen, ((uint64_t)call.out[0].numel + 1) / 2, &call.philox_seed);
+        call.philox_base = tc_generator_reserve(gen, nslots, &call.philox_seed);
     }
     tc_status s = api->run(dev, &call);
     if (s == TC_ERR_UNSUPPORTED && draws && saved_n <= sizeof saved) (void)tc_generator_set_state(gen, saved, saved_n);

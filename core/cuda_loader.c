@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"
+#include "cuda_record.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -207,12 +208,16 @@ tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out)
 tc_status tc_cuda_empty_cache(int dev)
 {
     const tc_cuda_api *api;
+    /* blocks waiting for streams recorded on them (cuda_record.c) are waited for and
+     * released first, so their segments can go too (PyTorch's empty_cache does the same) */
     if (dev == -1) {
         tc_status s = tc_cuda_need("empty_cache", 0, &api);
+        if (!s) s = tc_cuda_record_drain(-1);
         for (int d = 0; !s && d < tc_cuda_device_count(); d++) s = tc_cuda_backend_status(api, api->empty_cache(d));
         return s;
     }
     tc_status s = tc_cuda_need("empty_cache", dev, &api);
+    if (!s) s = tc_cuda_record_drain(dev);
     return s ? s : tc_cuda_backend_status(api, api->empty_cache(dev));
 }
 

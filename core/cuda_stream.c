@@ -11,9 +11,24 @@
  *
  * Things freed during a capture that would have to wait for the device (a graph, a
  * stream) are queued on the capture and freed when it ends.
+ *
+ * Random ops in a capture (PyTorch's scheme): each capture gets a 16-byte device pair
+ * {Philox key, first slot}, made before the backend's capture begins, and draws from one
+ * generator: the thread's capture generator when the capture began (the process default
+ * unless tc_cuda_set_capture_generator chose another: the Lua state's default generator,
+ * from Lua). A captured draw from it reads the pair when it runs, at its offset among the
+ * capture's draws (tc_cuda_capture_philox, called by cuda_backend.c), and leaves the
+ * generator alone; a draw from any other generator is refused. The graph keeps the pair,
+ * the generator and the number of slots its draws use; each replay reserves that many slots
+ * from the generator (exactly what the same ops would reserve eagerly, one after another)
+ * and, on the replay stream ahead of the graph, copies the new pair into the device pair
+ * from page-locked memory (philox_write). A replay thus draws fresh numbers, the numbers an
+ * eager run would draw from the same generator state, and leaves the generator where the
+ * eager run would. The generator must outlive the graph's replays.
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"
+#include "philox.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,9 +46,21 @@ struct tc_cuda_event {
     void *handle;
 };
 
+/* Page-locked copies of the pair, used in turn by successive replays: a replay may rewrite
+ * one only once the copy that read it last has run (its event), so this many replays can
+ * be queued ahead of the device before the host waits. */
+#define PHILOX_RING 4
+
 struct tc_cuda_graph {
     int dev;
     void *handle;
+    uint64_t *philox_key;     /* device {key, first slot} its draws read; NULL: it draws nothing */
+    uint64_t philox_slots;    /* slots a replay reserves ... */
+    tc_generator *philox_gen; /* ... from this generator */
+    uint64_t *philox_host;    /* PHILOX_RING page-locked pairs, made at the first replay */
+    void *philox_ev[PHILOX_RING];
+    int philox_evset[PHILOX_RING]; /* the event has been recorded */
+    uint64_t replays;
 };
 
 /* Something whose release waits for the device, held back until the capture ends. */
@@ -49,12 +76,16 @@ typedef struct capture {
     char why[512];
     deferred *later;
     size_t nlater, caplater;
+    uint64_t *philox_key;     /* the capture's device pair (16 bytes from the allocator) */
+    uint64_t philox_slots;    /* slots used by the draws captured so far */
+    tc_generator *philox_gen; /* the generator the capture's draws are from */
 } capture;
 
 static tc_cuda_stream g_default[MAXDEV];
 static _Thread_local tc_cuda_stream *t_current[MAXDEV]; /* NULL: the default stream */
 static _Thread_local tc_cuda_stream *t_side[MAXDEV];    /* the capture stream graph_begin(NULL) uses */
 static _Thread_local capture t_cap[MAXDEV];
+static _Thread_local tc_generator *t_capgen; /* tc_cuda_set_capture_generator; NULL: the default */
 
 /* The table for dev, with op in messages ("cuda <op>: no device 3 (2 devices)"). */
 static tc_status need(const char *op, int dev, const tc_cuda_api **api)
@@ -126,6 +157,18 @@ tc_status tc_cuda_waited(const tc_cuda_api *api, int dev, tc_status s)
                         "%s: index %lld is out of range for dim %d of size %lld (found on the device during a CUDA "
                         "graph replay on cuda:%d)",
                         name, (long long)e.value, (int)e.dim, (long long)e.size, dev);
+}
+
+void tc_cuda_set_capture_generator(tc_generator *gen) { t_capgen = gen; }
+
+int tc_cuda_capture_philox(int dev, const tc_generator *gen, uint64_t nslots, const uint64_t **key, uint64_t *base)
+{
+    if (!tc_cuda_capturing(dev) || !t_cap[dev].philox_key) return 0;
+    if ((gen ? gen : tc_generator_default()) != t_cap[dev].philox_gen) return -1;
+    *key = t_cap[dev].philox_key;
+    *base = t_cap[dev].philox_slots;
+    t_cap[dev].philox_slots += nslots;
+    return 1;
 }
 
 static tc_status defer(int dev, tc_cuda_stream *s, tc_cuda_graph *g)
@@ -373,6 +416,11 @@ tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s)
     /* Work queued before the capture (on any stream) finishes first, as PyTorch's graph
      * context does: the graph's first kernels may read what it wrote. */
     TRY(tc_cuda_waited(api, dev, api->synchronize(dev)));
+    /* The Philox pair of the capture's random draws, from the ordinary allocator before the
+     * capture (outside its private pool): the graph keeps it, and frees it after its replays
+     * have finished (graph_destroy waits for the device). */
+    void *key = NULL;
+    TRY(tc_cuda_backend_status(api, api->alloc(dev, 2 * sizeof(uint64_t), &key)));
     tc_cuda_stream *prev = t_current[dev];
     tc_cuda_stream_retain(prev);
     tc_status st = set_current(api, dev, s);
@@ -383,6 +431,7 @@ tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s)
         snprintf(msg, sizeof msg, "%s", tc_last_error());
         (void)set_current(api, dev, prev);
         tc_cuda_stream_free(prev);
+        (void)api->release(dev, key);
         return tc_set_error(e, "%s", msg);
     }
     tc_cuda_stream_retain(s);
@@ -392,6 +441,9 @@ tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s)
     c->prev = prev;
     c->failed = TC_OK;
     c->why[0] = '\0';
+    c->philox_key = key;
+    c->philox_slots = 0;
+    c->philox_gen = t_capgen ? t_capgen : tc_generator_default();
     return TC_OK;
 }
 
@@ -426,18 +478,66 @@ tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out)
         }
     }
     free(later);
+    uint64_t *key = c->philox_key, slots = c->philox_slots;
+    c->philox_key = NULL;
+    c->philox_slots = 0;
+    /* The pair goes back unless the graph's draws read it (no graph: nothing reads it). */
     if (c->failed) {
         if (h) (void)api->graph_destroy(dev, h);
+        (void)api->release(dev, key);
         return tc_set_error(c->failed, "cuda graph capture on cuda:%d failed, no graph was made: %s", dev, c->why);
     }
-    if (st) return tc_set_error(st, "cuda graph capture on cuda:%d failed, no graph was made: %s", dev, msg);
+    if (st) {
+        (void)api->release(dev, key);
+        return tc_set_error(st, "cuda graph capture on cuda:%d failed, no graph was made: %s", dev, msg);
+    }
     tc_cuda_graph *g = tc_malloc(sizeof *g, "cuda graph capture_end");
     if (!g) {
         (void)api->graph_destroy(dev, h);
+        (void)api->release(dev, key);
         return TC_ERR_MEMORY;
     }
-    *g = (tc_cuda_graph){.dev = dev, .handle = h};
+    if (slots == 0) {
+        (void)api->release(dev, key);
+        key = NULL;
+    }
+    *g = (tc_cuda_graph){
+        .dev = dev, .handle = h, .philox_key = key, .philox_slots = slots, .philox_gen = c->philox_gen};
     *out = g;
+    return TC_OK;
+}
+
+/* Before replay n of g: its generator's next philox_slots slots, written into the
+ * graph's device pair by a copy queued on the replay stream (so it lands after the previous
+ * replay's draws and before this one's). The source is one of the graph's page-locked pairs:
+ * copy_h2d_async reads its source when the stream gets there, not when called, so a pair is
+ * rewritten only after the copy that last read it has run (its event; with PHILOX_RING pairs
+ * that is PHILOX_RING replays back, normally long done). A pageable source (a local) could be
+ * read after it was gone, and the synchronous copy_h2d waits for the whole stream. */
+static tc_status philox_write(const tc_cuda_api *api, tc_cuda_graph *g)
+{
+    int dev = g->dev;
+    if (!g->philox_host) { /* the first replay: page-locked pairs and their events */
+        void *p = NULL;
+        TRY(tc_cuda_backend_status(api, api->host_alloc(PHILOX_RING * 2 * sizeof(uint64_t), &p)));
+        tc_status st = TC_OK;
+        for (int i = 0; i < PHILOX_RING && !st; i++)
+            st = tc_cuda_backend_status(api, api->event_create(dev, 0, &g->philox_ev[i]));
+        if (st) {
+            for (int i = 0; i < PHILOX_RING; i++)
+                if (g->philox_ev[i]) (void)api->event_destroy(dev, g->philox_ev[i]), g->philox_ev[i] = NULL;
+            (void)api->host_release(p);
+            return st;
+        }
+        g->philox_host = p;
+    }
+    int i = (int)(g->replays % PHILOX_RING);
+    if (g->philox_evset[i]) TRY(tc_cuda_backend_status(api, api->event_synchronize(dev, g->philox_ev[i])));
+    uint64_t *pair = g->philox_host + 2 * i;
+    pair[1] = tc_generator_reserve(g->philox_gen, g->philox_slots, &pair[0]);
+    TRY(tc_cuda_backend_status(api, api->copy_h2d_async(dev, g->philox_key, pair, 2 * sizeof(uint64_t))));
+    TRY(tc_cuda_backend_status(api, api->event_record(dev, g->philox_ev[i], tc_cuda_stream_handle(dev))));
+    g->philox_evset[i] = 1;
     return TC_OK;
 }
 
@@ -448,7 +548,24 @@ tc_status tc_cuda_graph_replay(tc_cuda_graph *g)
     TRY(need("graph replay", g->dev, &api));
     TRY(tc_cuda_capture_refuse("cuda graph replay", TC_DEVICE_CUDA(g->dev), "replay a graph",
                                "graphs are not nested"));
-    return tc_cuda_backend_status(api, api->graph_launch(g->dev, g->handle, tc_cuda_stream_handle(g->dev)));
+    /* A replay that fails leaves the generator as it was. */
+    uint8_t saved[64];
+    size_t saved_n = 0;
+    tc_status st = TC_OK;
+    if (g->philox_slots) {
+        saved_n = tc_generator_get_state(g->philox_gen, saved, sizeof saved);
+        st = philox_write(api, g);
+    }
+    if (!st) st = tc_cuda_backend_status(api, api->graph_launch(g->dev, g->handle, tc_cuda_stream_handle(g->dev)));
+    if (st && g->philox_slots && saved_n <= sizeof saved) {
+        tc_status e = st;
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", tc_last_error());
+        (void)tc_generator_set_state(g->philox_gen, saved, saved_n);
+        return tc_set_error(e, "%s", msg);
+    }
+    if (!st) g->replays++;
+    return st;
 }
 
 void tc_cuda_graph_free(tc_cuda_graph *g)
@@ -458,7 +575,16 @@ void tc_cuda_graph_free(tc_cuda_graph *g)
     int dev;
     /* Freeing waits for its replays: not inside a capture (then at its end). */
     if (capturing_any(&dev) && defer(dev, NULL, g) == TC_OK) return;
-    if (tc_cuda_need("graph free", g->dev, &api) == TC_OK) (void)api->graph_destroy(g->dev, g->handle);
+    if (tc_cuda_need("graph free", g->dev, &api) == TC_OK) {
+        /* graph_destroy waited for the replays, so their copies and draws are done; if it
+         * failed, a replay may still read the pair: it is left allocated. */
+        if (api->graph_destroy(g->dev, g->handle) == TC_OK) {
+            for (int i = 0; i < PHILOX_RING; i++)
+                if (g->philox_ev[i]) (void)api->event_destroy(g->dev, g->philox_ev[i]);
+            (void)api->host_release(g->philox_host);
+            (void)api->release(g->dev, g->philox_key);
+        }
+    }
     free(g);
 }
 

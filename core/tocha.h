@@ -320,12 +320,15 @@ tc_status tc_cuda_free(int dev, void *ptr);
 tc_status tc_cuda_synchronize(int dev);
 /* Switches of the backend (cuda_api.h has their meaning): TF32 in float32 matrix products
  * and convolutions (PyTorch's allow_tf32), cuDNN algorithm search per shape
- * (cudnn.benchmark), and whether an op with no CUDA kernel may run on the host, its
- * inputs copied over and its results copied back (on by default; counted). */
+ * (cudnn.benchmark), whether an op with no CUDA kernel may run on the host, its inputs
+ * copied over and its results copied back (on by default; counted), and whether softmax,
+ * log_softmax and pooling use cuDNN where it takes the configuration (cudnn.enabled; on by
+ * default; off, or a configuration cuDNN refuses: tocha's own kernels). */
 typedef enum tc_cuda_flag {
     TC_CUDA_FLAG_TF32 = 0,
     TC_CUDA_FLAG_CUDNN_BENCHMARK = 1,
     TC_CUDA_FLAG_HOST_FALLBACK = 2,
+    TC_CUDA_FLAG_CUDNN = 3,
     TC_CUDA_FLAG_COUNT
 } tc_cuda_flag;
 tc_status tc_cuda_set_flag(int flag, int64_t value);
@@ -380,6 +383,11 @@ tc_status tc_cuda_event_elapsed(tc_cuda_event *start, tc_cuda_event *end, float 
  * already pinned and contiguous). Needs CUDA. */
 tc_status tc_tensor_pin(const tc_tensor *t, tc_tensor **out);
 int tc_tensor_is_pinned(const tc_tensor *t);
+/* PyTorch's Tensor.record_stream: t's device memory is also used by work queued on s (NULL:
+ * the current stream of t's device), not only by the stream it was allocated on. When the
+ * storage is freed, its memory is handed out again only after the work queued on s up to
+ * that moment has finished. Host tensors are refused. */
+tc_status tc_tensor_record_stream(const tc_tensor *t, tc_cuda_stream *s);
 /* tc_tensor_to with PyTorch's non_blocking=True: a copy between a pinned host tensor and a
  * device is queued on the current stream and not waited for (synchronise the stream or an
  * event before reading the result on the host, or changing the pinned source); a device
@@ -391,24 +399,37 @@ tc_status tc_tensor_to_async(const tc_tensor *t, int device, int dtype, tc_tenso
  * and captures it: until tc_cuda_graph_end, ops of this thread on dev are recorded, not run.
  * Allocations in the capture come from a private pool the graph keeps (its addresses are
  * replayed); tensors made in the capture are the graph's outputs, rewritten by each replay.
+ * Random ops (uniform, normal, bernoulli with a scalar p, random, exponential, cauchy,
+ * log_normal, geometric) drawing from the capture's generator are captured and draw fresh
+ * numbers at every replay: each tc_cuda_graph_replay reserves from that generator the slots
+ * the same ops would reserve eagerly, so after seeding, replay k gives the numbers of the
+ * k-th eager run and leaves the generator where that run would (capturing draws nothing).
+ * The capture's generator is tc_generator_default() unless tc_cuda_set_capture_generator
+ * chose another before tc_cuda_graph_begin; it must outlive the graph.
  * Refused while capturing, with a message naming the op and device (and the capture then
  * fails at tc_cuda_graph_end, even if the error was ignored): ops without a CUDA kernel
  * (host fallback), reads of device values on the host (item/get, masks, nonzero,
- * integer division; index ops check their bounds on the device instead and the first bad
- * index is reported at the next host wait), copies to the host, synchronisation, random ops (a replay
- * would repeat the numbers), and copies from the host larger than a scalar (non_blocking
- * copies from pinned memory are captured: each replay re-reads the pinned memory).
+ * bernoulli's probability tensor, integer division; index ops check their bounds on the
+ * device instead and the first bad index is reported at the next host wait), copies to the
+ * host, synchronisation, draws from another generator, randperm and multinomial, and copies
+ * from the host larger than a scalar (non_blocking copies from pinned memory are captured:
+ * each replay re-reads the pinned memory).
  * tc_cuda_graph_end restores the previous current stream; on a failed capture it frees the
  * partial graph and fails with the first refusal's message. */
 typedef struct tc_cuda_graph tc_cuda_graph;
 tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s);
 tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out);
-/* Replays g on the current stream of its device (asynchronously). */
+/* Replays g on the current stream of its device (asynchronously); a graph with random ops
+ * first reserves its slots from its generator and queues the new Philox pair on that stream. */
 tc_status tc_cuda_graph_replay(tc_cuda_graph *g);
 /* Waits for g's replays and frees it (deferred to the end of the capture when called while
  * this thread captures on g's device). NULL: no-op. */
 void tc_cuda_graph_free(tc_cuda_graph *g);
 int tc_cuda_graph_device(const tc_cuda_graph *g);
+/* The generator whose draws the next CUDA graph capture of this thread records (read by
+ * tc_cuda_graph_begin; NULL, the initial setting: tc_generator_default()). Lua passes its
+ * state's default generator. */
+void tc_cuda_set_capture_generator(tc_generator *gen);
 /* Whether the calling thread captures a graph on dev. */
 int tc_cuda_is_capturing(int dev);
 

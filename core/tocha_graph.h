@@ -113,9 +113,12 @@ tc_status tc_graph_device_info(const tc_graph *g, tc_graph_devinfo *out);
  * what the static inputs hold now (copy each batch into them first) and applies the
  * write-backs (parameter updates) in place, asynchronously on the current stream. Run
  * the graph once before capturing it (warm-up). Captured 0-dim CPU tensors (per-step
- * scalars) are re-read at each replay. Refused, naming the node: steps
- * that read device values on the host (masks, nonzero: index bounds are checked on the device during a capture), random ops, control flow, and
- * outputs that need a fresh copy per run. Free the capture with tc_graph_capture_free. */
+ * scalars) are re-read at each replay. Random nodes drawing from one generator are
+ * captured and draw fresh numbers per replay. Refused, naming the node: steps that read
+ * device values on the host (masks, nonzero; index bounds are checked on the device during
+ * a capture), random nodes drawing from two generators, randperm / multinomial, control
+ * flow, and outputs that need a fresh copy per run. Free the capture with
+ * tc_graph_capture_free. */
 typedef struct tc_captured_graph tc_captured_graph;
 tc_status tc_graph_capture(tc_graph *g, const tc_tensor *const *inputs, int nin, tc_tensor **outputs, int nout,
                            tc_captured_graph **out);

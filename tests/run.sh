@@ -38,6 +38,21 @@ else
     failed=$((failed + $(echo "$m_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
 fi
 
+# The same device tests that need no refusal or host fallback, over the mock running every op
+# through libtocha's CPU kernels (TOCHA_CUDA_MOCK_KERNELS=cpu, tests/c/mock_cuda_cpu.c): the
+# golden table, graph mode on the device and capture then take the backend's run() path.
+TOCHA_CUDA_LIB="$root/$build/tests/libtocha_cuda_mock.so" TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M \
+    TOCHA_CUDA_MOCK_KERNELS=cpu "$build/tests/ctest" cuda_dev_conformance cuda_dev_graph cuda_dev_devcheck 2>&1 |
+    sed 's/^c: /c (mock CUDA, CPU kernels): /' | tee "$log"
+k_line=$(grep -E '^c \(mock CUDA, CPU kernels\): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -z "$k_line" ]; then
+    echo "run.sh: the C device tests over the mock with CPU kernels crashed or printed no summary"
+    failed=$((failed + 1))
+else
+    passed=$((passed + $(echo "$k_line" | sed -E 's/^c \(mock CUDA, CPU kernels\): ([0-9]+) passed.*/\1/')))
+    failed=$((failed + $(echo "$k_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+fi
+
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.
 for prog in "$build"/tests/cuda_host_*; do
     [ -x "$prog" ] || continue

@@ -1,5 +1,6 @@
 /* blas.cu -- the matrix products on the device (dot mv mm bmm addmv addmm addr baddbmm
- * addbmm) through cuBLAS, and the backend's switches (set_flag: TF32, cuDNN benchmark).
+ * addbmm) through cuBLAS, and the backend's switches (set_flag: TF32, cuDNN benchmark, cuDNN
+ * for softmax / pooling).
  *
  * Every op is one formula, res = beta M + alpha (A @ B) (ops.def; s0 = beta, s1 = alpha,
  * plain products beta 0 alpha 1), computed as core/cpu/matmul.c does: vectors are (n,1)
@@ -23,6 +24,7 @@
  */
 #define MM_FN __device__ __forceinline__
 #include "blas_plan.h"
+#include "dnn_select.h"
 #include "strided.h"
 #include <cublas_v2.h>
 #include <pthread.h>
@@ -30,11 +32,13 @@
 /* ---- switches ------------------------------------------------------------------------- */
 
 int cu_allow_tf32 = 0, cu_cudnn_benchmark = 0;
+int cu_cudnn_enabled = 1; /* as libtocha's default for TC_CUDA_FLAG_CUDNN */
 
 tc_status cu_set_flag(int flag, int64_t value)
 {
     if (flag == TC_CUDA_FLAG_TF32) cu_allow_tf32 = value != 0;
     else if (flag == TC_CUDA_FLAG_CUDNN_BENCHMARK) cu_cudnn_benchmark = value != 0;
+    else if (flag == TC_CUDA_FLAG_CUDNN) cu_cudnn_enabled = value != 0;
     else return cu_fail(TC_ERR_ARG, "cuda set_flag: flag %d is not the backend's", flag);
     return TC_OK;
 }

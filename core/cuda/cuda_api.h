@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 5
+#define TC_CUDA_API_VERSION 6
 
 /* ---- ops on device tensors (version 3) ------------------------------------------------ */
 
@@ -61,6 +61,10 @@ typedef struct tc_cuda_view {
  *    key philox_seed starting at counter slot philox_base, exactly as the CPU kernel
  *    core/cpu/random.c does (slot i / 2, words 0-1 or 2-3 for element i), so a CUDA
  *    tensor filled with a seed holds the same numbers as a CPU tensor filled with it.
+ *    Version 6: when philox_key is not NULL (a random op captured in a CUDA graph), it is a
+ *    device pointer to two uint64 {key, first slot} that the kernel reads when it RUNS:
+ *    it draws with key philox_key[0] from slot philox_key[1] + philox_base (philox_seed is
+ *    then unused), so each replay draws fresh numbers once libtocha rewrites the pair;
  * Kernels run on the calling thread's current stream of dev, asynchronously.
  * A (op, dtype) the backend has no kernel for returns TC_ERR_UNSUPPORTED with a message
  * "<op>: no CUDA kernel for <dtype>": libtocha may then run the op on the host
@@ -79,6 +83,7 @@ typedef struct tc_cuda_call {
     tc_cuda_view out[2];
     tc_params params; /* params.gen is NULL */
     uint64_t philox_seed, philox_base;
+    const uint64_t *philox_key; /* version 6: device {key, first slot} read at run time, or NULL */
 } tc_cuda_call;
 
 typedef struct tc_cuda_api {
@@ -146,7 +151,9 @@ typedef struct tc_cuda_api {
     /* A backend switch (tc_cuda_flag of tocha.h): TC_CUDA_FLAG_TF32 (0/1) lets float32
      * matrix products and convolutions use TF32 tensor cores; TC_CUDA_FLAG_CUDNN_BENCHMARK
      * (0/1) times cuDNN's algorithms once per shape and caches the fastest, instead of its
-     * heuristic choice. Other flags are libtocha's: TC_ERR_ARG. */
+     * heuristic choice; TC_CUDA_FLAG_CUDNN (0/1) lets softmax, log_softmax and average
+     * pooling run through cuDNN where it takes the configuration (else own kernels).
+     * Other flags are libtocha's: TC_ERR_ARG. */
     tc_status (*set_flag)(int flag, int64_t value);
 
     /* ---- version 4: streams, events, pinned host memory, async copies, CUDA graphs ---- */
@@ -260,6 +267,11 @@ int tc_cuda_capturing(int dev);
  * the capture failed, so that tc_cuda_graph_end refuses the graph even when the caller
  * ignores this error. */
 tc_status tc_cuda_capture_refuse(const char *op, int device, const char *what, const char *why);
+/* While this thread captures on ordinal dev, 1 with the capture's device
+ * Philox pair {key, first slot} (*key) and the offset of the next nslots slots among the
+ * capture's draws (*base, then advanced) when gen (NULL: the process default) is the
+ * capture's generator, -1 (nothing changed) when it is another; 0 when not capturing. */
+int tc_cuda_capture_philox(int dev, const tc_generator *gen, uint64_t nslots, const uint64_t **key, uint64_t *base);
 /* After a call that waited for dev's work (synchronize, stream/event synchronize, a copy to
  * the host): s as tc_cuda_backend_status gives it, or, when that is TC_OK and a device-side
  * index check fired meanwhile (devcheck_take), TC_ERR_INDEX "<op>: index V is out of range

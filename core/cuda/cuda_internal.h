@@ -101,7 +101,7 @@ CU_HIDDEN tc_status cu_op_sort(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_join(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_matmul(int dev, const tc_cuda_call *c); /* cuBLAS */
 CU_HIDDEN tc_status cu_op_conv(int dev, const tc_cuda_call *c);   /* cuDNN */
-CU_HIDDEN tc_status cu_op_pool(int dev, const tc_cuda_call *c);   /* cuDNN */
+CU_HIDDEN tc_status cu_op_pool(int dev, const tc_cuda_call *c);   /* own kernels (pool.cu) */
 CU_HIDDEN tc_status cu_op_norm(int dev, const tc_cuda_call *c);   /* cuDNN batch norm (dnn_bn.cu) */
 CU_HIDDEN tc_status cu_op_rnn(int dev, const tc_cuda_call *c);    /* cuDNN RNN (dnn_rnn.cu) */
 /* set_flag() of the table: TF32 and cuDNN benchmark switches (read by the cuBLAS/cuDNN code). */

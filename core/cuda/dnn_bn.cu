@@ -7,14 +7,15 @@
  *                            1/sqrt(running_var + eps)) by a small kernel here
  *   batch_norm_backward      cudnnBatchNormalizationBackward (training) from the saved stats:
  *                            gx, and the weight / bias gradients straight into the stats-shaped
- *                            result's two rows
+ *                            result's two rows; in evaluation mode (no cuDNN call for it) a
+ *                            kernel here with the CPU's formulas
  * These entry points are marked deprecated in cuDNN 9 (in favour of the graph API) but are
  * present and supported in 9.x; the header only warns with CUDNN_WARN_DEPRECATED.
  * Mode CUDNN_BATCHNORM_SPATIAL: statistics per channel over N and every spatial dim; x is
  * described as (N, C, L|1, 1) for 2-D / 3-D inputs, as it is for 4-D and 5-D ones.
  * dtypes: x f32 / f64 / f16 / bf16; the per-channel tensors and stats in float (double for
- * f64). Anything cuDNN does not take (a half weight beside a half x, sizes beyond int, the
- * evaluation-mode backward, a refused configuration) is TC_ERR_UNSUPPORTED, so libtocha's
+ * f64). Anything cuDNN does not take (a half weight beside a half x, sizes beyond int, a
+ * refused configuration) is TC_ERR_UNSUPPORTED, so libtocha's
  * host fallback runs the CPU kernel. A missing weight / bias becomes a scratch vector of
  * ones / zeros (cuDNN needs both). Work goes on cu_stream() (cudnnSetStream).
  * NOTE: compiled with nvcc 13 for sm_90 but never run on a GPU (docs/cuda.md); over the mock
@@ -22,6 +23,7 @@
  */
 #include "dnn_handle.h"
 #include "strided.h"
+#include "cu_elem.h"
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -46,6 +48,41 @@ __global__ void eval_stats_kernel(S *stats, const S *rm, const S *rv, int64_t C,
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < C; i += (int64_t)gridDim.x * blockDim.x) {
         stats[i] = rm[i];
         stats[C + i] = (S)(1.0 / sqrt((double)rv[i] + eps));
+    }
+}
+
+/* Evaluation-mode backward, which cuDNN does not have: per channel c of the dense (N, C, Sp)
+ * x and g, with mean / invstd from the saved stats rows, gb = sum g, gw = invstd * sum
+ * g (x - mean) and gx = g w invstd (core/cpu/batchnorm.c's formulas). One block per channel
+ * (grid-stride over channels); each thread sums its elements in double in a fixed order and
+ * the block adds the partial sums as a tree, so the result does not depend on timing. gx
+ * never aliases x or g (dense_out gives scratch then). Elements are loaded and stored by
+ * dtype (cu_elem.h), so one instantiation per stats type serves every x dtype. */
+#define BN_EVAL_THREADS 256
+template <typename S>
+__global__ void eval_backward_kernel(int dt, const char *x, const char *g, char *gx, const S *w, const S *stats,
+                                     S *grads, int64_t N, int64_t C, int64_t Sp)
+{
+    __shared__ double part_g[BN_EVAL_THREADS], part_gx[BN_EVAL_THREADS];
+    const int es = cu_dtype_size(dt);
+    for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+        double mean = (double)stats[c], invstd = (double)stats[C + c], k = (double)w[c] * invstd;
+        double sg = 0, sgx = 0;
+        for (int64_t i = threadIdx.x; i < N * Sp; i += blockDim.x) {
+            int64_t off = ((i / Sp) * C + c) * Sp + i % Sp;
+            double gv = cu_load_as_double(dt, g + off * es), xv = cu_load_as_double(dt, x + off * es);
+            sg += gv, sgx += gv * (xv - mean);
+            cu_store_double(dt, gx + off * es, gv * k);
+        }
+        part_g[threadIdx.x] = sg, part_gx[threadIdx.x] = sgx;
+        __syncthreads();
+        for (int h = BN_EVAL_THREADS / 2; h > 0; h >>= 1) {
+            if ((int)threadIdx.x < h)
+                part_g[threadIdx.x] += part_g[threadIdx.x + h], part_gx[threadIdx.x] += part_gx[threadIdx.x + h];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) grads[c] = (S)(part_gx[0] * invstd), grads[C + c] = (S)part_g[0];
+        __syncthreads(); /* the partial sums are reused by the next channel */
     }
 }
 
@@ -139,7 +176,6 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
     int dt = x->dtype, sdt = (dt == TC_F16 || dt == TC_BF16) ? TC_F32 : dt;
     bool train = c->params.i[0] != 0;
     if (dt != TC_F32 && dt != TC_F64 && dt != TC_F16 && dt != TC_BF16) return cu_unsupported(c);
-    if (bw && !train) return cu_fail(TC_ERR_UNSUPPORTED, "batch_norm_backward: no CUDA kernel for evaluation mode");
     char what[160];
     snprintf(what, sizeof what, "%s: input (%lld,%lld,...) %s", cu_op_name(c->op), (long long)x->size[0],
              (long long)x->size[1], cu_dtype_name(dt));
@@ -189,6 +225,19 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
             tc_cuda_view sv;
             if ((s = dense_in(dev, &b, &c->in[3], &sv, what))) goto done;
             const char *saved = (const char *)sv.data;
+            if (!train) { /* evaluation: our kernel (cuDNN's backward is for training only) */
+                int64_t N = x->size[0], Sp = x->numel / (N * C);
+                unsigned gr = (unsigned)(C < 65535 ? C : 65535);
+                if (sdt == TC_F64)
+                    eval_backward_kernel<double><<<gr, BN_EVAL_THREADS, 0, cu_stream()>>>(
+                        dt, (const char *)xd.data, (const char *)g.data, (char *)y.data, (const double *)w.data,
+                        (const double *)saved, (double *)sp, N, C, Sp);
+                else
+                    eval_backward_kernel<float><<<gr, BN_EVAL_THREADS, 0, cu_stream()>>>(
+                        dt, (const char *)xd.data, (const char *)g.data, (char *)y.data, (const float *)w.data,
+                        (const float *)saved, (float *)sp, N, C, Sp);
+                goto launched;
+            }
             /* eps is only read by cuDNN when no saved statistics are given; ours always are */
             st = cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, d.x, xd.data, d.x,
                                                  g.data, d.x, y.data, d.bn, w.data, sp, sp + row, 1e-5, saved,
@@ -231,6 +280,7 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
         s = bn_fail(what, st, bw ? "cudnnBatchNormalizationBackward" : "cudnnBatchNormalizationForward");
         goto done;
     }
+launched:
     if ((s = cu_check(cudaGetLastError(), what))) goto done;
     if (y.data != c->out[0].data && c->out[0].numel > 0 && (s = cu_strided_copy(&c->out[0], &y, what))) goto done;
     if (stats.data != c->out[1].data && (s = cu_strided_copy(&c->out[1], &stats, what))) goto done;

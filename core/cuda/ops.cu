@@ -4,6 +4,7 @@
  * libtocha's dispatcher reads as "run it on the host" (TC_CUDA_FLAG_HOST_FALLBACK).
  */
 #include "cuda_internal.h"
+#include "dnn_select.h"
 
 /* Names and kinds from ops.def: this library does not link libtocha (tc_op_info). */
 static const struct { const char *name; int kind; } op_rows[] = {
@@ -40,6 +41,16 @@ tc_status cu_unsupported(const tc_cuda_call *c)
     return cu_fail(TC_ERR_UNSUPPORTED, "%s: no CUDA kernel for %s", cu_op_name(c->op), cu_dtype_name(dt));
 }
 
+/* Softmax and pooling try cuDNN first (TC_CUDA_FLAG_CUDNN; dnn_select.h says which calls it
+ * takes); a call it does not take, or refuses, runs our own kernel. */
+static tc_status dnn_first(tc_status (*dnn)(int, const tc_cuda_call *, bool *),
+                           tc_status (*own)(int, const tc_cuda_call *), int dev, const tc_cuda_call *c)
+{
+    bool done = false;
+    tc_status s = dnn(dev, c, &done);
+    return s || done ? s : own(dev, c);
+}
+
 tc_status cu_run(int dev, const tc_cuda_call *c)
 {
     if (!c || c->op < 0 || c->op >= TC_OP_COUNT) return cu_fail(TC_ERR_ARG, "cuda run: unknown op");
@@ -51,14 +62,14 @@ tc_status cu_run(int dev, const tc_cuda_call *c)
     case TC_KIND_SELECT: return cu_op_select(dev, c);
     case TC_KIND_REDUCE: return cu_op_reduce(dev, c);
     case TC_KIND_SCAN: return cu_op_scan(dev, c);
-    case TC_KIND_SOFTMAX: return cu_op_softmax(dev, c);
+    case TC_KIND_SOFTMAX: return dnn_first(cu_dnn_softmax, cu_op_softmax, dev, c);
     case TC_KIND_RANDOM: return cu_op_random(dev, c);
     case TC_KIND_INDEX: return cu_op_index(dev, c);
     case TC_KIND_SORT: return cu_op_sort(dev, c);
     case TC_KIND_JOIN: return cu_op_join(dev, c);
     case TC_KIND_MATMUL: return cu_op_matmul(dev, c);
     case TC_KIND_CONV: return cu_op_conv(dev, c);
-    case TC_KIND_POOL: return cu_op_pool(dev, c);
+    case TC_KIND_POOL: return dnn_first(cu_dnn_pool, cu_op_pool, dev, c);
     case TC_KIND_NORM: return cu_op_norm(dev, c);
     case TC_KIND_RNN: return cu_op_rnn(dev, c);
     default: return cu_unsupported(c); /* views never reach a backend: they copy nothing */

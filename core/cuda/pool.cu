@@ -8,6 +8,9 @@
  * is N*C planes); views are read and written through their strides, so no copies. The
  * backward ops gather, per input element, the terms the CPU scatter-adds (same order, no
  * atomics). f16/bf16 compute in float and round at the store, as the CPU does.
+ * ops.cu gives avg_pool2d and its backward to cuDNN first (dnn_pool.cu) where dnn_select.h
+ * says cuDNN computes them exactly and torch.backends.cudnn.enabled is on (no ceil_mode
+ * window past the padded plane, contiguous); these kernels run every other call.
  */
 #include "cuda_internal.h"
 #include <cuda_bf16.h>

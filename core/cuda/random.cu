@@ -5,7 +5,13 @@
  * (core/philox.h, compiled here for the device), and element i of the result in row-major
  * order, whatever its strides, takes words 0-1 (i even) or 2-3 (i odd) of slot base + i/2,
  * exactly as core/cpu/random.c does. libtocha reserves the ((n + 1) / 2) slots on the host
- * and passes the key and first slot in the call (philox_seed, philox_base). The samplers
+ * and passes the key and first slot in the call (philox_seed, philox_base); a call captured
+ * in a CUDA graph passes philox_key instead (cuda_api.h version 6): a device pair {key,
+ * first slot} that libtocha rewrites before each replay, read by every thread when the
+ * kernel runs, the call's philox_base then being the op's offset from that first slot (so
+ * each replay draws the numbers the same ops would draw eagerly at that point; NOTE: that
+ * path has not run on a GPU yet: the mock backend's copy, tests/c/mock_cuda_rand.c, does
+ * the same over host memory in tests/c/test_cuda_rngcap.c). The samplers
  * and the stores (open upper end of uniform, half rounding, saturating integer results)
  * are the shared host/device functions of cu_elem.h, which tests/c/test_cuda_elem.c checks
  * against the CPU ops. One thread makes both elements of a slot (Box-Muller needs both).
@@ -43,8 +49,13 @@ static bool op_takes(int flags, int dt)
 /* Thread s makes elements 2s and 2s+1 (those below n). g: the result's geometry; pg: the
  * probabilities' geometry over the same row-major order (bernoulli with a tensor). */
 template <int DT, class G, class I>
-__global__ void rand_kernel(I npairs, I n, G g, char *out, cu_rand r, G pg, const char *prob, int pdt)
+__global__ void rand_kernel(I npairs, I n, G g, char *out, cu_rand r, G pg, const char *prob, int pdt,
+                            const uint64_t *key)
 {
+    if (key) { /* captured: the replay's key and first slot, written before the graph launched */
+        r.seed = key[0];
+        r.base += key[1];
+    }
     const I step = (I)gridDim.x * (I)blockDim.x;
     const int es = cu_dtype_size(DT), pes = cu_dtype_size(pdt);
     for (I s = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; s < npairs; s += step) {
@@ -75,19 +86,20 @@ __global__ void rand_kernel(I npairs, I n, G g, char *out, cu_rand r, G pg, cons
 }
 
 typedef void (*rand_fn)(int dev, const cu_geom *g, const cu_geom *pg, void *out, const cu_rand *r, const void *prob,
-                        int pdt);
+                        int pdt, const uint64_t *key);
 
 template <int DT>
-static void rand_launch(int dev, const cu_geom *g, const cu_geom *pg, void *out, const cu_rand *r, const void *prob, int pdt)
+static void rand_launch(int dev, const cu_geom *g, const cu_geom *pg, void *out, const cu_rand *r, const void *prob,
+                        int pdt, const uint64_t *key)
 {
     int64_t n = cu_geom_numel(g), npairs = (n + 1) / 2;
     unsigned grid = (unsigned)cu_grid_for(dev, npairs);
     if (cu_geom_fits32(g) && cu_geom_fits32(pg))
         rand_kernel<DT, cu_geom32, int32_t><<<grid, CU_BLOCK, 0, cu_stream()>>>((int32_t)npairs, (int32_t)n, cu_geom32_from(g),
-                                                                (char *)out, *r, cu_geom32_from(pg), (const char *)prob, pdt);
+                                                                (char *)out, *r, cu_geom32_from(pg), (const char *)prob, pdt, key);
     else
         rand_kernel<DT, cu_geom64, int64_t><<<grid, CU_BLOCK, 0, cu_stream()>>>(npairs, n, cu_geom64_from(g), (char *)out, *r,
-                                                                cu_geom64_from(pg), (const char *)prob, pdt);
+                                                                cu_geom64_from(pg), (const char *)prob, pdt, key);
 }
 
 template <size_t... DT> static constexpr auto make_rand_table(std::index_sequence<DT...>)
@@ -145,6 +157,7 @@ tc_status cu_op_random(int dev, const tc_cuda_call *c)
         }
     }
     cu_rand r = cu_rand_setup(c->op, out->dtype, c->params.s[0], c->params.s[1], c->philox_seed, c->philox_base);
-    rand_table.fn[out->dtype](dev, &g, &pg, out->data, &r, p ? p->data : nullptr, p ? p->dtype : TC_F64);
+    rand_table.fn[out->dtype](dev, &g, &pg, out->data, &r, p ? p->data : nullptr, p ? p->dtype : TC_F64,
+                              c->philox_key);
     return cu_check(cudaGetLastError(), name);
 }

@@ -12,6 +12,8 @@
  * to a contiguous dim, one thread takes a line so neighbouring threads read neighbouring
  * addresses. Each element is read and written by the same thread in the last pass, so the
  * in-place form (out = in) is safe.
+ * ops.cu gives a call to cuDNN first (dnn_softmax.cu) where dnn_select.h says cuDNN takes it
+ * and torch.backends.cudnn.enabled is on; this kernel runs every other call.
  */
 #include "kern.h"
 #include <math.h>

@@ -3,14 +3,17 @@
  *
  * tc_graph_capture checks that every step can be captured (no host reads of device values:
  * index ops check their indices on the device while captured, masks counted on the host
- * are refused; no random draws, no control flow, no output that would need a fresh copy per run), makes
+ * are refused; random draws from one generator only, none on the host; no control flow, no
+ * output that would need a fresh copy per run), makes
  * every allocation the run needs (the member-by-member fallback of fused groups, the fresh
  * results: they become the static outputs, device mirrors of host scalars), then runs the
  * graph inside tc_cuda_graph_begin/end (core/cuda_stream.c): the steps and write-backs only
  * launch work. The graph must have run once before (the warm-up, as PyTorch asks: NVRTC
  * compiles, cuDNN picks algorithms, the caches fill outside the capture).
  * A replay recomputes the static outputs from whatever the static inputs hold and updates
- * the captured tensors (parameters) in place.
+ * the captured tensors (parameters) in place. Random ops draw fresh numbers at each replay,
+ * those a run would draw: the capture's generator is the one the graph's random nodes
+ * draw from (core/cuda_stream.c reserves the replay's slots from it).
  *
  * The capture holds references to every piece of memory the recorded work touches (the
  * arena, the plan's headers and temporaries, the captured tensors, the static inputs and
@@ -117,7 +120,7 @@ static tc_status refuse_uncapturable(const tc_graph *g, const plan *pl)
         int kind = nd->op < TC_OP_COUNT ? tc_op_info((tc_op)nd->op)->kind : -1;
         const char *why = s->mode == S_CONTROL      ? "reads its predicate on the host"
                           : kind == TC_KIND_INDEX && !index_capturable(nd->op) ? "counts a mask on the host"
-                          : kind == TC_KIND_RANDOM ? "draws random numbers (a replay would repeat them)"
+                          : nd->op == TC_OP_RANDPERM || nd->op == TC_OP_MULTINOMIAL ? "draws random numbers on the host"
                                                    : NULL;
         if (why)
             return tc_set_error(TC_ERR_UNSUPPORTED,
@@ -131,6 +134,28 @@ static tc_status refuse_uncapturable(const tc_graph *g, const plan *pl)
             return tc_set_error(TC_ERR_UNSUPPORTED,
                                 "graph capture: output %d is a constant, or a captured tensor's value before its "
                                 "update, which needs a new copy at every run; return a computed value instead", i + 1);
+    return TC_OK;
+}
+
+/* The generator the random steps draw from (NULL: the process default, or none draws); a
+ * CUDA graph's draws all come from one generator. */
+static tc_status capture_generator(const tc_graph *g, const plan *pl, tc_generator **gen)
+{
+    int32_t first = -1;
+    *gen = NULL;
+    for (int32_t i = 0; i < pl->nsteps; i++) {
+        const step *s = &pl->steps[i];
+        if (s->mode == S_DGROUP || s->mode == S_VIEW || s->mode == S_CONTROL) continue;
+        const tc_gnode *nd = &g->nodes[s->node];
+        if (nd->op >= TC_OP_COUNT || tc_op_info((tc_op)nd->op)->kind != TC_KIND_RANDOM) continue;
+        tc_generator *ng = nd->p.gen ? nd->p.gen : tc_generator_default();
+        if (first >= 0 && ng != *gen)
+            return tc_set_error(TC_ERR_UNSUPPORTED,
+                                "graph capture: node %d (%s) draws from another generator than node %d (%s); the "
+                                "draws of a CUDA graph come from one generator",
+                                s->node, tc_graph_op_name(nd->op), first, tc_graph_op_name(g->nodes[first].op));
+        if (first < 0) first = s->node, *gen = ng;
+    }
     return TC_OK;
 }
 
@@ -148,6 +173,8 @@ tc_status tc_graph_capture(tc_graph *g, const tc_tensor *const *inputs, int nin,
     if (nout != g->noutputs || (nout && !outputs))
         return tc_set_error(TC_ERR_ARG, "graph capture: the graph returns %d outputs, got %d slots", g->noutputs, nout);
     TRY(refuse_uncapturable(g, pl));
+    tc_generator *gen;
+    TRY(capture_generator(g, pl, &gen));
     if (pl->nruns == 0)
         return tc_set_error(TC_ERR_ARG, "graph capture: run the graph once before capturing it (a warm-up: kernels "
                                         "compile and caches fill outside the capture)");
@@ -166,7 +193,9 @@ tc_status tc_graph_capture(tc_graph *g, const tc_tensor *const *inputs, int nin,
     }
     /* the recorded steps read the device mirrors of the host scalars */
     for (int32_t i = 0; i < c->nmir; i++) pl->rt[c->mir_val[i]] = c->mir[i];
+    tc_cuda_set_capture_generator(gen); /* read when the capture begins */
     st = tc_gexec_run_capture(g, inputs, nin, r, nout, &c->cg);
+    tc_cuda_set_capture_generator(NULL);
     for (int32_t i = 0; i < c->nmir; i++) pl->rt[c->mir_val[i]] = g->vals[c->mir_val[i]].t;
     int nres = st == TC_OK ? nout : 0;
     /* what the recorded work touches lives as long as the capture */

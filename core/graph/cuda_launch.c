@@ -12,12 +12,18 @@
  * is made current here), and kernels go on the calling thread's current stream
  * (tc_cuda_stream_handle), so they order with the backend's work and are captured with it.
  *
- * Per (device, kernel name) one entry holds the loaded module, the function, and for a
- * RED_ALL kernel its partials and its completion counter (zeroed once; the kernel leaves
- * it zero). Entries live as long as the process; modules are never unloaded.
+ * Per (device, kernel name) one entry holds the loaded module and the function. Entries
+ * live as long as the process; modules are never unloaded. A RED_ALL kernel's scratch (its
+ * partials and completion counter) is NOT kept there: one buffer per (device, kernel) would
+ * be shared by two streams running the same compiled graph at once, each launch overwriting
+ * the other's partials and counter. Each launch takes its scratch from the caching
+ * allocator on the current stream instead (tc_cuda_scratch_take, core/cuda_record.c), the
+ * counter zeroed by a memset on that stream, and gives it back right after queueing: the
+ * block is reused only by later work on the same stream (stream-ordered), so no wait.
  */
 #include "cuda_codegen.h"
 #include "../cuda/cuda_api.h"
+#include "../cuda_record.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,8 +49,6 @@ static struct {
     cu_result (*launch)(cu_function f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
                         void **extra);
-    cu_result (*mem_alloc)(cu_ptr *p, size_t n);
-    cu_result (*memset32)(cu_ptr p, unsigned int v, size_t n);
     cu_result (*error_string)(cu_result r, const char **s);
     bool ok;
     char why[512];
@@ -63,9 +67,9 @@ static void load_driver(void)
     static const char *const names[] = {
         "cuInit",          "cuDeviceGet",        "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain",
         "cuCtxSetCurrent", "cuModuleLoadDataEx", "cuModuleGetFunction",  "cuLaunchKernel",
-        "cuMemAlloc_v2",   "cuMemsetD32_v2",     "cuGetErrorString"};
-    void *syms[11];
-    for (int i = 0; i < 11; i++)
+        "cuGetErrorString"};
+    void *syms[9];
+    for (int i = 0; i < 9; i++)
         if (!(syms[i] = dlsym(h, names[i]))) {
             snprintf(drv.why, sizeof drv.why, "the CUDA driver lacks %s (too old?)", names[i]);
             return;
@@ -78,9 +82,7 @@ static void load_driver(void)
     memcpy(&drv.module_load, &syms[5], sizeof(void *));
     memcpy(&drv.get_function, &syms[6], sizeof(void *));
     memcpy(&drv.launch, &syms[7], sizeof(void *));
-    memcpy(&drv.mem_alloc, &syms[8], sizeof(void *));
-    memcpy(&drv.memset32, &syms[9], sizeof(void *));
-    memcpy(&drv.error_string, &syms[10], sizeof(void *));
+    memcpy(&drv.error_string, &syms[8], sizeof(void *));
     cu_result r = drv.init(0);
     if (r != 0) {
         const char *s = NULL;
@@ -109,8 +111,7 @@ typedef struct lentry {
     cu_module mod;
     cu_function fn;
     int sms;
-    cu_ptr part, count; /* RED_ALL: grid doubles, one counter */
-    int64_t part_n;
+    int64_t part_n; /* RED_ALL: the grid, capped: doubles of scratch per launch */
 } lentry;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -168,15 +169,9 @@ static tc_status get_entry(int dev, const tc_cuda_kernel *k, lentry **out)
                             arch, s ? s : "unknown error", r, log);
     }
     r = drv.get_function(&e->fn, e->mod, k->name);
-    if (r == 0 && k->reduce == TC_CUDA_RED_ALL) {
-        e->part_n = tc_cuda_kernel_grid(k, sms);
-        r = drv.mem_alloc(&e->part, sizeof(double) * (size_t)e->part_n);
-        if (r == 0) r = drv.mem_alloc(&e->count, sizeof(unsigned int));
-        if (r == 0) r = drv.memset32(e->count, 0, 1);
-    }
+    if (r == 0 && k->reduce == TC_CUDA_RED_ALL) e->part_n = tc_cuda_kernel_grid(k, sms);
     if (r != 0) {
-        free(e); /* the module (and any scratch) stays: never unloaded, as loaded
-                    ones */
+        free(e); /* the module stays: never unloaded, as loaded ones */
         return cu_fail_r(r, k->label, "preparing the kernel");
     }
     e->dev = dev, e->sms = sms;
@@ -195,7 +190,7 @@ int tc_cuda_launch_available(char *why, size_t cap)
 
 /* Launches k on dev: ins[k->nins] and outs[k->nouts] are device pointers laid
  * out as the kernel was generated for (cuda_codegen.h). Asynchronous, on the
- * default stream. */
+ * calling thread's current stream. */
 tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *ins, void *const *outs)
 {
     if (!k || !k->src) return tc_set_error(TC_ERR_ARG, "cuda launch: no generated kernel");
@@ -212,13 +207,16 @@ tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *in
     if (s) return s;
     /* each kernel parameter is a pointer: params[i] points at the i-th pointer
      * value */
-    void *vals[64], *params[64];
+    void *vals[64], *params[64], *scratch = NULL;
     int np = 0;
     for (int i = 0; i < k->nins; i++) vals[np++] = ins[i];
     for (int o = 0; o < k->nouts; o++) vals[np++] = outs[o];
     if (k->reduce == TC_CUDA_RED_ALL) {
-        vals[np++] = (void *)(uintptr_t)e->part;
-        vals[np++] = (void *)(uintptr_t)e->count;
+        /* this launch's partials, then its counter (zeroed on the stream; see the banner) */
+        size_t part_bytes = sizeof(double) * (size_t)e->part_n;
+        TRY(tc_cuda_scratch_take(dev, part_bytes + sizeof(double), part_bytes, &scratch));
+        vals[np++] = scratch;
+        vals[np++] = (char *)scratch + part_bytes;
     }
     for (int i = 0; i < np; i++) params[i] = &vals[i];
     int64_t grid = tc_cuda_kernel_grid(k, e->sms);
@@ -227,5 +225,6 @@ tc_status tc_cuda_fused_launch(int dev, const tc_cuda_kernel *k, void *const *in
      * backend's work there and is recorded when that stream is being captured */
     cu_result r = drv.launch(e->fn, (unsigned int)grid, 1, 1, TC_CUDA_FUSED_BLOCK, 1, 1, 0, tc_cuda_stream_handle(dev),
                              params, NULL);
+    tc_cuda_scratch_done(dev, scratch); /* reused only after the launch, on this stream */
     return r ? cu_fail_r(r, k->label, "cuLaunchKernel") : TC_OK;
 }

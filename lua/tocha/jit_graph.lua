@@ -6,6 +6,7 @@
 --   g:call(...)  -> results      the traced call's arguments, guard checked; fn's structure
 --   g:compile([passes])          the passes (passes_of: 'all' or a list of names)
 --   g:dump() g:report() g:dot(path) g:stats() g:deviceInfo() g:free()
+--   g:capture(tensors) -> c      a CUDA Graph of g; c:replay(tensors) -> static outputs
 --
 -- A graph keeps its result template (jit_guard.result_template) so results come back in the
 -- traced function's structure; `flat` marks graphs whose results are the outputs in order.
@@ -182,6 +183,65 @@ function Graph:deviceInfo()
    }
 end
 
+-- CUDA Graph capture (tc_graph_capture, docs/jit.md), shared by tocha.jit.step and
+-- model:compile{cuda_graph = true}: PyTorch's make_graphed_callables semantics. A capture
+-- reads static copies of one run's inputs and writes static outputs; each replay copies the
+-- new inputs into the static ones and returns the same static output tensors, overwritten by
+-- the next replay. Write-backs (parameter updates) apply in place at every replay.
+local Captured = {}
+Captured.__index = Captured
+
+-- g:capture(tensors) -> a captured graph, or nil, the reason (the message of
+-- tc_graph_capture: the node that cannot be captured) and true when the reason is only that
+-- the graph runs on the CPU (nothing to capture there). tensors: the inputs of a run (the
+-- jit.flatten order), cloned as the static inputs. The graph must have run once before (the
+-- warm-up) and must run on a CUDA device.
+function Graph:capture(tensors)
+   local ptr = check_graph(self, 'capture', 2)
+   if self:deviceInfo().device < 0 then return nil, 'the graph runs on the CPU', true end
+   local nin, nout = self.ninputs, self.noutputs
+   local statics = {}
+   local IN = ffi.new('const tc_tensor*[?]', math.max(nin, 1))
+   local OUT = ffi.new('tc_tensor*[?]', math.max(nout, 1))
+   local prev = C.tc_grad_enabled()
+   C.tc_set_grad_enabled(0)
+   for i = 1, nin do
+      statics[i] = tensors[i]:clone()
+      IN[i - 1] = statics[i].p
+   end
+   C.tc_set_grad_enabled(prev)
+   local capp = ffi.new('tc_captured_graph*[1]')
+   if C.tc_graph_capture(ptr, IN, nin, OUT, nout, capp) ~= 0 then
+      return nil, ffi.string(C.tc_last_error())
+   end
+   local outs = {}
+   for i = 1, nout do outs[i] = wrap(OUT[i - 1]) end
+   return setmetatable({cap = ffi.gc(capp[0], C.tc_graph_capture_free), static_in = statics, static_out = outs},
+                       Captured)
+end
+
+-- c:replay(tensors) -> the static outputs (a list, the same tensors at every replay), or nil
+-- and the message: copies tensors into the static inputs, then replays on the current stream.
+function Captured:replay(tensors)
+   local si = self.static_in
+   local prev = C.tc_grad_enabled()
+   C.tc_set_grad_enabled(0)
+   for i = 1, #si do si[i]:copy(tensors[i]) end
+   C.tc_set_grad_enabled(prev)
+   if C.tc_graph_replay(self.cap) ~= 0 then return nil, ffi.string(C.tc_last_error()) end
+   return self.static_out
+end
+
+-- c:free(): releases the capture (its static buffers and memory pool) now.
+function Captured:free()
+   if self.cap ~= nil then
+      local cap = self.cap
+      self.cap = nil
+      ffi.gc(cap, nil)
+      C.tc_graph_capture_free(cap)
+   end
+end
+
 -- g:free(): releases the graph now (otherwise the GC does).
 function Graph:free()
    if getmetatable(self) ~= Graph then error('graph:free: expected a tocha.jit graph, got ' .. describe(self), 2) end
@@ -199,4 +259,4 @@ function Graph:__tostring()
               self.noutputs)
 end
 
-return {Graph = Graph, new_graph = new_graph, run_list = run_list, passes_of = passes_of}
+return {Graph = Graph, Captured = Captured, new_graph = new_graph, run_list = run_list, passes_of = passes_of}

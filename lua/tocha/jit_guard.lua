@@ -370,7 +370,10 @@ function G.cache_clear(c, free)
    c.entries, c.n, c.evicted = {}, 0, {}
 end
 
-function G.free_entry(e) if e.graph then e.graph:free() end end
+function G.free_entry(e)
+   if e.cap then e.cap:free() end -- a CUDA graph of it (jit_graph.lua's g:capture)
+   if e.graph then e.graph:free() end
+end
 
 ---------------------------------------------------------------------------------------------
 -- Options

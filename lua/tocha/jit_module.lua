@@ -12,6 +12,12 @@
 --                gradients (write-backs, also when they are views of getParameters()' flat
 --                storage); updateGradInput and accGradParameters are modes of it
 --
+-- With compile{cuda_graph = true}, a graph of a CUDA module is captured as a CUDA graph after
+-- its first run (jit_graph.lua's g:capture, shared with tocha.jit.step) and replayed from
+-- then on: inputs are copied into static buffers, outputs (m.output, m.gradInput) are the
+-- same static tensors at every call, overwritten by the next one (PyTorch's
+-- make_graphed_callables).
+--
 -- A key whose forward cannot be traced (a graph break, a write into a buffer: batch
 -- normalization in training mode) does not make the whole module eager when the module is
 -- a container that chains its children's Torch7 methods: the container's own Lua runs
@@ -83,7 +89,8 @@ function M.new_state(m, ctx, path)
    local o = ctx.opts
    return {passes = o.passes, strict = o.strict, ctx = ctx, path = path, in_parts = 0, fb = {},
            fwd = cache_new(o.max_cache, ctx.who), bwd = cache_new(o.max_cache, ctx.who), noted = {},
-           checks = param_checks(m), counts = {traces = 0, hits = 0, eager_calls = 0}}
+           cuda_graph = o.cuda_graph and true or false,
+           checks = param_checks(m), counts = {traces = 0, hits = 0, eager_calls = 0, replays = 0}}
 end
 
 -- Puts the compiled methods and state cm on m; returns what they replaced (for uninstall).
@@ -175,9 +182,39 @@ local build = jit._build
 
 local pair = {}
 
--- Runs g on args (a list; tensors: its flattened tensors when already known).
-local function run_graph(g, args, tensors)
-   local outs = g:run(tensors or jit.flatten(args))
+-- The outputs of entry e's graph run on tensors. With cuda_graph: the first graph run is the
+-- warm-up, after which the graph is captured (a graph that cannot be: a note naming why, or
+-- an error with strict, and it keeps running as a graph); later calls replay the capture.
+local function graph_outputs(cm, e, tensors)
+   if e.cap then
+      local outs, msg = e.cap:replay(tensors)
+      if outs == nil then error(cm.ctx.who .. ': ' .. msg, 0) end
+      cm.counts.replays = cm.counts.replays + 1
+      return outs
+   end
+   local g = e.graph
+   local outs = g:run(tensors)
+   if cm.cuda_graph and not e.cap_failed then
+      local c, msg, oncpu = g:capture(tensors)
+      if c ~= nil then
+         e.cap = c
+      elseif not oncpu and cm.strict then
+         error(fmt('%s: cuda_graph: %s', cm.ctx.who, msg), 0)
+      else
+         e.cap_failed = msg
+         if not oncpu then
+            note_once(cm, 'cuda_graph', fmt('tocha.jit: %s: a graph of %s cannot be captured as a CUDA graph (%s); ' ..
+                                            'it runs as a compiled graph', cm.ctx.who, cm.path, msg))
+         end
+      end
+   end
+   return outs
+end
+
+-- Runs e's graph on args (a list; tensors: its flattened tensors when already known).
+local function run_graph(cm, e, args, tensors)
+   local g = e.graph
+   local outs = graph_outputs(cm, e, tensors or jit.flatten(args))
    if g.nres == 0 then return nil end
    return build(g.tpl[1], outs)
 end
@@ -196,7 +233,7 @@ local function run_forward(m, cm, input, torch7)
       else
          if e.random then cm.rng_before = torch.getRNGState() end
          pair[1] = input
-         out = run_graph(e.graph, nil, isT(input) and pair or jit.flatten({input}))
+         out = run_graph(cm, e, nil, isT(input) and pair or jit.flatten({input}))
          pair[1] = nil
          cm.counts.hits = cm.counts.hits + 1
       end
@@ -370,10 +407,10 @@ local function run_backward(m, cm, mode, input, gradOutput, scale)
       if e.priv then swap_grads(e.priv, 'in') end
       if simple then
          pair[1], pair[2] = input, gradOutput
-         res = run_graph(e.graph, nil, pair)
+         res = run_graph(cm, e, nil, pair)
          pair[1], pair[2] = nil, nil
       else
-         res = run_graph(e.graph, {input, gradOutput})
+         res = run_graph(cm, e, {input, gradOutput})
       end
       cm.counts.hits = cm.counts.hits + 1
    end
@@ -432,10 +469,11 @@ end
 -- compile / decompile / compileStats
 ---------------------------------------------------------------------------------------------
 
-local module_opts = {passes = true, max_cache = true, strict = true}
+local module_opts = {passes = true, max_cache = true, strict = true, cuda_graph = true}
 
 -- model:compile([opts]): see the banner. opts: passes, max_cache (per forward and per
--- backward cache, 8), strict (a graph break is an error). Returns m.
+-- backward cache, 8), strict (a graph break is an error), cuda_graph (replay CUDA graphs of
+-- the forward and backward graphs, see the banner). Returns m.
 function M.compile_module(m, opts)
    local who = 'model:compile'
    if not torch.isTypeOf(m, 'nn.Module') then
@@ -447,21 +485,23 @@ function M.compile_module(m, opts)
    if rawget(m, '_agJit') ~= nil then M.decompile_module(m) end
    local name = torch.typename(m) or 'nn.Module'
    local ctx = parts.new_context(name .. ':compile()', name, {passes = opts.passes, max_cache = max,
-                                 strict = opts.strict and true or false}, true)
+                                 strict = opts.strict and true or false, cuda_graph = opts.cuda_graph}, true)
    local cm = M.new_state(m, ctx, name)
    parts.register(ctx, m, cm)
    return m
 end
 
--- model:compileStats(): {traces, hits, eager_calls, entries} since compile -- forward and
--- backward graphs traced, graph runs, calls of the compiled methods that ran the class's
--- (eagerly, or as a container running its children's graphs) -- or nil when m is not
--- compiled. The children a container compiled when it split have their own.
+-- model:compileStats(): {traces, hits, eager_calls, replays, entries} since compile -- forward
+-- and backward graphs traced, graph runs, calls of the compiled methods that ran the class's
+-- (eagerly, or as a container running its children's graphs), graph runs that were CUDA
+-- graph replays (cuda_graph) -- or nil when m is not compiled. The children a container
+-- compiled when it split have their own.
 function M.module_stats(m)
    local cm = rawget(m, '_agJit')
    if cm == nil then return nil end
    local c = cm.counts
-   return {traces = c.traces, hits = c.hits, eager_calls = c.eager_calls, entries = cm.fwd.n + cm.bwd.n}
+   return {traces = c.traces, hits = c.hits, eager_calls = c.eager_calls, replays = c.replays,
+           entries = cm.fwd.n + cm.bwd.n}
 end
 
 -- model:decompile(): the class's methods again, graphs freed; also for the children it

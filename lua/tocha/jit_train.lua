@@ -371,41 +371,28 @@ end
 -- opts.cuda_graph: after an entry's graph has run once on a device (the warm-up), it is
 -- captured as a CUDA graph (tc_graph_capture, docs/jit.md) with static copies of that
 -- step's tensors as inputs; later steps copy their batch into those and replay. A step
--- that cannot be captured (mask counts, random ops, the host fallback: the message names
+-- that cannot be captured (mask counts, two generators, the host fallback: the message names
 -- why) keeps running as a compiled graph, with a one-time note (an error with strict).
 local function capture_entry(self, e, tensors, level)
-   local g = e.graph
-   if g:deviceInfo().device < 0 then
-      e.cap_failed = 'the graph runs on the CPU'
-      return
-   end
-   local statics = {}
-   local IN = ffi.new('const tc_tensor*[?]', math.max(g.ninputs, 1))
-   local OUT = ffi.new('tc_tensor*[?]', math.max(g.noutputs, 1))
-   for i = 1, g.ninputs do
-      statics[i] = tensors[i]:clone()
-      IN[i - 1] = statics[i].p
-   end
-   local capp = ffi.new('tc_captured_graph*[1]')
-   if C.tc_graph_capture(g.ptr, IN, g.ninputs, OUT, g.noutputs, capp) ~= 0 then
-      local msg = ffi.string(C.tc_last_error())
-      if self.strict then error('tocha.jit.step: ' .. msg, level == 0 and 0 or level + 1) end
+   local c, msg, oncpu = e.graph:capture(tensors)
+   if c == nil then
+      if not oncpu and self.strict then error('tocha.jit.step: ' .. msg, level == 0 and 0 or level + 1) end
       e.cap_failed = msg
-      io.stderr:write(fmt('tocha.jit.step: the step cannot be captured as a CUDA graph (%s); it runs as a ' ..
-                          'compiled graph\n', msg))
+      if not oncpu then
+         io.stderr:write(fmt('tocha.jit.step: the step cannot be captured as a CUDA graph (%s); it runs as a ' ..
+                             'compiled graph\n', msg))
+      end
       return
    end
-   e.cap = ffi.gc(capp[0], C.tc_graph_capture_free)
-   e.static_in, e.static_out = statics, {}
-   for i = 1, g.noutputs do e.static_out[i] = torch._wrap(OUT[i - 1]) end
+   e.cap = c
 end
 
 local function replay_entry(self, e, tensors, level)
-   for i = 1, #e.static_in do e.static_in[i]:copy(tensors[i]) end
-   if C.tc_graph_replay(e.cap) ~= 0 then error('tocha.jit.step: ' .. ffi.string(C.tc_last_error()), level or 3) end
+   local outs, msg = e.cap:replay(tensors)
+   if outs == nil then error('tocha.jit.step: ' .. msg, level or 3) end
    self.counts.hits = self.counts.hits + 1
    self.counts.replays = self.counts.replays + 1
-   return e.static_out[1]:item()
+   return outs[1]:item()
 end
 
 run_entry = function(self, e, tensors, level)

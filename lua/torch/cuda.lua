@@ -13,7 +13,7 @@
 -- device memory from the caching allocator (tests). Also here: synchronize, the count of
 -- ops run on the host for lack of a CUDA kernel (hostFallbacks), and the backend's switches
 -- as PyTorch spells them (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.
--- benchmark, and tocha's torch.backends.cuda.host_fallback).
+-- benchmark / enabled, and tocha's torch.backends.cuda.host_fallback).
 -- Random numbers: ops on device tensors draw from the same default generator as the CPU
 -- (core/shape_random.c), so torch.manualSeed / torch.seed cover them; cuda.manualSeed and
 -- cuda.manualSeedAll are aliases of torch.manualSeed (cutorch had a generator per device).
@@ -264,9 +264,12 @@ torch.backends = backends
 backends.cuda = setmetatable({matmul = flag_table('torch.backends.cuda.matmul', {allow_tf32 = C.TC_CUDA_FLAG_TF32})},
    getmetatable(flag_table('torch.backends.cuda', {host_fallback = C.TC_CUDA_FLAG_HOST_FALLBACK})))
 -- cudnn.benchmark: search the fastest algorithm per shape; cudnn.allow_tf32: TF32 in
--- convolutions (the same switch as matmul.allow_tf32 in tocha's backend).
+-- convolutions (the same switch as matmul.allow_tf32 in tocha's backend); cudnn.enabled:
+-- softmax, log_softmax and average pooling through cuDNN where it takes the call (default
+-- true; false: tocha's own kernels. Convolution, batch norm and RNN always use cuDNN).
 backends.cudnn = flag_table('torch.backends.cudnn', {benchmark = C.TC_CUDA_FLAG_CUDNN_BENCHMARK,
-                                                     allow_tf32 = C.TC_CUDA_FLAG_TF32})
+                                                     allow_tf32 = C.TC_CUDA_FLAG_TF32,
+                                                     enabled = C.TC_CUDA_FLAG_CUDNN})
 
 -- Streams, events, pinned memory and CUDA graphs (torch.cuda.Stream, Event, CUDAGraph, ...).
 torch._load_part('cuda_stream')

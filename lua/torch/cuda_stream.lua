@@ -7,7 +7,10 @@
 --   torch.cuda.Event{enable_timing = true [, device = d]}, :record([s]), :wait([s]),
 --     :synchronize(), :query(), :elapsed_time(e2) (milliseconds);
 --   t:pin_memory(), t:is_pinned(), and t:cuda(device, true) (non_blocking: asynchronous from
---     pinned memory; synchronise before changing the pinned source);
+--     pinned memory; synchronise before changing the pinned source); t:float(true),
+--     t:double(true), ..., t:type(name, true) of a device tensor (non_blocking to the host: a
+--     pinned result filled on the current stream; synchronise before reading it);
+--   t:record_stream([stream]): t's memory is also used on stream (PyTorch's);
 --   torch.cuda.CUDAGraph(): :capture_begin([stream]), :capture_end(), :replay(), :reset();
 --     torch.cuda.graph(g, fn [, stream]): fn() captured into g (an error in fn ends the
 --     capture and leaves g empty); torch.cuda.is_current_stream_capturing([device]).
@@ -225,6 +228,17 @@ end
 
 function methods.is_pinned(t) return C.tc_tensor_is_pinned(t.p) ~= 0 end
 
+-- t:record_stream([stream]) (PyTorch's Tensor.record_stream): t's device memory is also used
+-- by work queued on stream (nil: the current stream of t's device), so when its storage is
+-- freed the memory is handed out again only after that work (core/cuda_record.c).
+function methods.record_stream(t, stream)
+   need('record_stream', 2)
+   if stream ~= nil and not is_stream(stream) then
+      error('record_stream: expected a torch.cuda.Stream (or nil for the current stream), got ' .. tostring(stream), 2)
+   end
+   check(C.tc_tensor_record_stream(t.p, stream and stream.p or nil), 2)
+end
+
 -- The non_blocking copy of p to (device code, dtype) for cuda_tensor.lua's t:cuda(d, true);
 -- nil when p is on autograd's tape (the caller then makes the recorded, synchronous copy).
 function torch._to_async(p, device, dt, level)
@@ -249,6 +263,9 @@ cuda.CUDAGraph = setmetatable({}, {
    __tostring = function() return 'torch.cuda.CUDAGraph' end,
 })
 
+-- Captured random draws come from this Lua state's default generator (torch.manualSeed's),
+-- which is not the C process default: the capture is told (core/cuda_stream.c).
+
 -- Starts capturing on the selected device: on stream (or the current stream when it is not
 -- the default one, else a side stream), which is current until capture_end.
 local function capture_begin(g, stream, level)
@@ -264,7 +281,10 @@ local function capture_begin(g, stream, level)
       local c = C.tc_cuda_current_stream(dev)
       if C.tc_cuda_stream_is_default(c) == 0 then sp = c end
    end
-   check(C.tc_cuda_graph_begin(dev, sp), level + 1)
+   C.tc_cuda_set_capture_generator(torch._default_generator._g)
+   local st = C.tc_cuda_graph_begin(dev, sp)
+   C.tc_cuda_set_capture_generator(nil) -- the capture keeps it; C callers get the C default
+   check(st, level + 1)
    g.device, g.capturing = dev, true
 end
 function CUDAGraph:capture_begin(stream) capture_begin(self, stream, 2) end

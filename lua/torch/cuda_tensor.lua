@@ -222,10 +222,21 @@ end
 -- Types and devices
 ---------------------------------------------------------------------------------------------
 
--- type([name]): the class name, or a tensor of class `name` (self when it already is one).
--- A host type name gives a CPU tensor; a CUDA one keeps a CUDA tensor's device, else goes
--- to the selected device.
-function methods.type(t, name)
+-- A copy of p on device as dt: non_blocking (PyTorch's) between the host and a device goes
+-- through tc_tensor_to_async (cuda_stream.lua's torch._to_async: to the host a pinned result
+-- filled on the current stream, not waited for; from pinned memory queued, not waited for;
+-- from pageable memory synchronous); otherwise, or on autograd's tape, the ordinary copy.
+-- Only `true` asks for it (a second argument of another kind, as a type cache some Torch7
+-- code passes to :type, is ignored).
+local function to_nb(p, device, dt, non_blocking, level)
+   local r = non_blocking == true and torch._to_async(p, device, dt, level + 1) or to(p, device, dt, level + 1)
+   return r
+end
+
+-- type([name [, non_blocking]]): the class name, or a tensor of class `name` (self when it
+-- already is one). A host type name gives a CPU tensor; a CUDA one keeps a CUDA tensor's
+-- device, else goes to the selected device. non_blocking as PyTorch's Tensor.type.
+function methods.type(t, name, non_blocking)
    local p = t.p
    local cur_name = tensor_type_name(p)
    if name == nil then return cur_name end
@@ -233,14 +244,14 @@ function methods.type(t, name)
    local dt = dtype_of_name[name]
    if dt ~= nil then
       local r
-      if p.device ~= CPU then r = to(p, CPU, dt, 2) else r = converted(p, dt, 2) end
+      if p.device ~= CPU then r = to_nb(p, CPU, dt, non_blocking, 2) else r = converted(p, dt, 2) end
       return r
    end
    dt = cuda_dtype_of_name[name]
    if dt == nil then error(fmt("type: unknown tensor type '%s'", tostring(name)), 2) end
    local device = p.device
    if device == CPU then device = selected_device('type', 2) end
-   local r = to(p, device, dt, 2)
+   local r = to_nb(p, device, dt, non_blocking, 2)
    return r
 end
 
@@ -254,15 +265,18 @@ function methods.typeAs(t, other)
    return r
 end
 
--- float(), double(), ...: host tensors of that type (a CPU tensor of the type is self).
+-- float([non_blocking]), double(), ...: host tensors of that type (a CPU tensor of the type
+-- is self). non_blocking (PyTorch's, for a device tensor): the result is pinned memory filled
+-- by a copy queued on the current stream and not waited for -- synchronise the stream (or
+-- torch.cuda.synchronize(), an event) before reading it.
 local host_methods = {byte = 'Byte', char = 'Char', short = 'Short', int = 'Int', long = 'Long', float = 'Float',
                       double = 'Double', half = 'Half', bfloat16 = 'BFloat16', bool = 'Bool'}
 for meth, short in pairs(host_methods) do
    local dt = dtype_of_name['torch.' .. short .. 'Tensor']
-   methods[meth] = function(t)
+   methods[meth] = function(t, non_blocking)
       local p = t.p
       if p.device ~= CPU then
-         local r = to(p, CPU, dt, 2)
+         local r = to_nb(p, CPU, dt, non_blocking, 2)
          return r
       end
       if p.dtype == dt then return t end
@@ -289,7 +303,7 @@ local function def_cuda(meth, dt)
       local dev = device_code(meth, device, 2)
       local p = t.p
       if p.device == dev and p.dtype == dt then return t end
-      local r = non_blocking and torch._to_async(p, dev, dt, 2) or to(p, dev, dt, 2)
+      local r = to_nb(p, dev, dt, non_blocking, 2)
       return r
    end
 end

@@ -13,7 +13,7 @@
  * their device-side index check (mock_cuda_ops.c).
  *
  * Streams and events are checked handles without asynchrony: work runs when queued (so a
- * query always says done), but each thread's current stream per device is kept and the
+ * query says done, unless a test holds the stream: tc_cuda_mock_hold, below), but each thread's current stream per device is kept and the
  * allocator files blocks under it, as the CUDA backend does. Events record a time. Pinned
  * memory is malloc with a registry (a foreign or second release is caught). Graph capture
  * is real: while a thread captures, the ew/run calls, memsets and copies it queues on the
@@ -84,6 +84,8 @@ typedef struct mock_event {
     uint32_t magic;
     int dev, timing, recorded;
     double ms; /* wall clock at the last record */
+    void *held_stream; /* recorded on a held stream (tc_cuda_mock_hold): that stream, and */
+    uint64_t held_gen; /* the hold it was recorded under (0: not held, complete) */
 } mock_event;
 
 
@@ -317,10 +319,51 @@ static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)
     return copy(dev, dst, src, nbytes, 'D', "cuda: copy device to device");
 }
 
+/* ---- held streams (tests of tc_tensor_record_stream) ----------------------------------------
+ * Work runs when queued, so events complete at once, unless a test holds the stream
+ * (tc_cuda_mock_hold, found with dlsym): an event recorded on it while held stays incomplete
+ * until the hold is lifted, by tc_cuda_mock_hold(dev, stream, 0) or a host wait covering the
+ * stream (synchronize of the device or the stream, event_synchronize of such an event, the
+ * stream's destroy), when a GPU would have finished the work. */
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { int dev; void *stream; uint64_t gen; } g_held[16];
+static int g_nheld;
+static uint64_t g_hold_gen;
+
+/* The hold of (dev, stream) (0: none); with drop (all: of every stream of dev), lifted. */
+static uint64_t held_gen(int dev, void *stream, int drop, int all)
+{
+    uint64_t g = 0;
+    pthread_mutex_lock(&g_held_mu);
+    for (int i = 0; i < g_nheld;)
+        if (g_held[i].dev == dev && (all || g_held[i].stream == stream)) {
+            g = g_held[i].gen;
+            if (drop) g_held[i] = g_held[--g_nheld];
+            else i++;
+        } else i++;
+    pthread_mutex_unlock(&g_held_mu);
+    return g;
+}
+#define unhold(dev, stream, all) ((void)held_gen(dev, stream, 1, all))
+
+/* hold 1: events recorded on (dev, stream) (NULL: the legacy default stream) from now on
+ * stay incomplete; 0: they complete. Returns 0, or -1 when the table is full. */
+EXPORT int tc_cuda_mock_hold(int dev, void *stream, int hold)
+{
+    unhold(dev, stream, 0);
+    pthread_mutex_lock(&g_held_mu);
+    int ok = !hold || g_nheld < 16;
+    if (hold && ok) g_held[g_nheld].dev = dev, g_held[g_nheld].stream = stream, g_held[g_nheld++].gen = ++g_hold_gen;
+    pthread_mutex_unlock(&g_held_mu);
+    return ok ? 0 : -1;
+}
+
 static tc_status synchronize(int dev)
 {
     tc_status s = mock_use(dev, "cuda: synchronize");
-    return s ? s : mock_no_wait(dev, "cuda: synchronize");
+    if (!s) s = mock_no_wait(dev, "cuda: synchronize");
+    if (!s) unhold(dev, NULL, 1);
+    return s;
 }
 
 
@@ -365,7 +408,7 @@ static tc_status current_device(int *dev)
 static tc_status set_flag(int flag, int64_t value)
 {
     (void)value;
-    if (flag != TC_CUDA_FLAG_TF32 && flag != TC_CUDA_FLAG_CUDNN_BENCHMARK)
+    if (flag != TC_CUDA_FLAG_TF32 && flag != TC_CUDA_FLAG_CUDNN_BENCHMARK && flag != TC_CUDA_FLAG_CUDNN)
         return mock_fail(TC_ERR_ARG, "cuda set_flag: flag %d is not the backend's", flag);
     return TC_OK;
 }
@@ -410,6 +453,7 @@ static tc_status stream_destroy(int dev, void *stream)
     if (!s) s = mock_no_wait(dev, "cuda stream_destroy");
     if (s) return s;
     if (t_stream[dev] == stream) t_stream[dev] = NULL;
+    unhold(dev, stream, 0);
     ((mock_stream *)stream)->magic = 0; /* a second destroy is caught (until the memory is reused) */
     free(stream);
     return TC_OK;
@@ -418,7 +462,9 @@ static tc_status stream_destroy(int dev, void *stream)
 static tc_status stream_synchronize(int dev, void *stream)
 {
     tc_status s = stream_arg(dev, stream, "cuda stream_synchronize");
-    return s ? s : mock_no_wait(dev, "cuda stream_synchronize");
+    if (!s) s = mock_no_wait(dev, "cuda stream_synchronize");
+    if (!s) unhold(dev, stream, 0);
+    return s;
 }
 
 static tc_status stream_query(int dev, void *stream, int *done)
@@ -427,7 +473,7 @@ static tc_status stream_query(int dev, void *stream, int *done)
     *done = 0;
     tc_status s = stream_arg(dev, stream, "cuda stream_query");
     if (!s) s = mock_no_wait(dev, "cuda stream_query");
-    if (!s) *done = 1; /* work runs when queued */
+    if (!s) *done = held_gen(dev, stream, 0, 0) == 0; /* work runs when queued, unless held */
     return s;
 }
 
@@ -489,6 +535,8 @@ static tc_status event_record(int dev, void *event, void *stream)
     mock_event *e = (mock_event *)event;
     e->recorded = 1;
     e->ms = now_ms();
+    e->held_stream = stream;
+    e->held_gen = held_gen(dev, stream, 0, 0);
     return TC_OK;
 }
 
@@ -501,7 +549,10 @@ static tc_status event_wait(int dev, void *stream, void *event)
 static tc_status event_synchronize(int dev, void *event)
 {
     tc_status s = event_arg(dev, event, "cuda event_synchronize");
-    return s ? s : mock_no_wait(dev, "cuda event_synchronize");
+    if (!s) s = mock_no_wait(dev, "cuda event_synchronize");
+    mock_event *e = (mock_event *)event;
+    if (!s && e->held_gen && held_gen(dev, e->held_stream, 0, 0) == e->held_gen) unhold(dev, e->held_stream, 0);
+    return s;
 }
 
 static tc_status event_query(int dev, void *event, int *done)
@@ -510,7 +561,8 @@ static tc_status event_query(int dev, void *event, int *done)
     *done = 0;
     tc_status s = event_arg(dev, event, "cuda event_query");
     if (!s) s = mock_no_wait(dev, "cuda event_query");
-    if (!s) *done = 1;
+    mock_event *e = (mock_event *)event;
+    if (!s) *done = !(e->held_gen && held_gen(dev, e->held_stream, 0, 0) == e->held_gen);
     return s;
 }
 
@@ -616,6 +668,8 @@ static void graph_free(mock_graph *g)
 {
     if (g->pool) (void)ca_pool_close(&g_alloc, g->dev, g->pool);
     for (size_t i = 0; i < g->nheld; i++) unpin(g->held[i]);
+    for (size_t i = 0; i < g->nrec; i++)
+        if (g->rec[i].kind == REC_CPU) mock_cpu_free(&g->rec[i]);
     free(g->held);
     free(g->rec);
     g->magic = 0;

@@ -13,7 +13,8 @@
 
 /* One recorded call. COPY re-reads src at replay; VALUE replays the bytes given at capture;
  * RUN replays an index op of run() (views copied, so the call's arrays may go). */
-enum { REC_EW, REC_SET, REC_COPY, REC_VALUE, REC_RUN };
+enum { REC_EW, REC_SET, REC_COPY, REC_VALUE, REC_RUN, REC_CPU /* mock_cuda_cpu.c: dst is its call */,
+       REC_RAND /* mock_cuda_rand.c: view[0] out, view[1] probabilities (data NULL: none) */ };
 typedef struct mock_rec {
     int kind, op, dtype, value, dev;
     int64_t n;
@@ -24,6 +25,8 @@ typedef struct mock_rec {
     unsigned char bytes[TC_CUDA_CAPTURE_H2D_MAX];
     tc_cuda_view view[3]; /* REC_RUN: out, in[0], in[1] */
     int64_t dim;          /* REC_RUN: params.i[0] */
+    uint64_t seed, base;  /* REC_RAND: philox_seed, philox_base */
+    const uint64_t *key;  /* REC_RAND: philox_key, read at every replay */
 } mock_rec;
 
 /* mock_cuda.c */
@@ -39,5 +42,17 @@ tc_status mock_ew(int dev, int op, int dtype, int64_t n, void *out, const void *
 tc_status mock_run(int dev, const tc_cuda_call *c);
 tc_status mock_devcheck_take(int dev, tc_cuda_devcheck *out);
 void mock_replay(const mock_rec *r); /* one record, as graph_launch replays it */
+void mock_note_bad(int dev, int op, int dim, int64_t v, int64_t size); /* a bad index into the error word */
+
+/* mock_cuda_cpu.c (opt-in, TOCHA_CUDA_MOCK_KERNELS=cpu): any op through libtocha's CPU kernels */
+bool mock_cpu_takes(const tc_cuda_call *c);
+tc_status mock_cpu_run(int dev, const tc_cuda_call *c);
+void mock_cpu_replay(const mock_rec *r);
+void mock_cpu_free(mock_rec *r); /* a REC_CPU record's call, with its graph */
+
+/* mock_cuda_rand.c: the elementwise random ops (float32/float64 results) */
+bool mock_rand_takes(const tc_cuda_call *c);
+tc_status mock_rand_run(int dev, const tc_cuda_call *c);
+void mock_rand_exec(const mock_rec *r);
 
 #endif /* MOCK_CUDA_H */

@@ -111,7 +111,7 @@ static mock_word g_word[CA_MAX_DEVICES];
 static pthread_mutex_t g_word_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The first bad index of the device wins, as the kernel's atomicCAS on the word. */
-static void note_bad(int dev, int op, int dim, int64_t v, int64_t size)
+void mock_note_bad(int dev, int op, int dim, int64_t v, int64_t size)
 {
     pthread_mutex_lock(&g_word_mu);
     if (!g_word[dev].set) g_word[dev] = (mock_word){1, {op, dim, v, size}};
@@ -159,7 +159,7 @@ static void index_exec(int dev, int op, int64_t dim, const tc_cuda_view *out0, c
         }
         if (op != TC_OP_GATHER) io = c[d] * ix.stride[0];
         int64_t v = idx[io];
-        if ((uint64_t)v >= (uint64_t)src.size[d]) note_bad(dev, op, d, v, src.size[d]);
+        if ((uint64_t)v >= (uint64_t)src.size[d]) mock_note_bad(dev, op, d, v, src.size[d]);
         else memcpy((char *)out.data + oo * (int64_t)es,
                     (const char *)src.data + (so + v * src.stride[d]) * (int64_t)es, es);
         for (int i = out.ndim - 1; i >= 0 && ++c[i] == out.size[i]; i--) c[i] = 0;
@@ -235,6 +235,8 @@ static int view_step(const tc_cuda_view *v) /* 1 contiguous, 0 all broadcast, -1
 tc_status mock_run(int dev, const tc_cuda_call *c)
 {
     if (!c || c->op < 0 || c->op >= TC_OP_COUNT) return mock_fail(TC_ERR_ARG, "cuda run: unknown op");
+    if (mock_rand_takes(c)) return mock_rand_run(dev, c); /* mock_cuda_rand.c */
+    if (mock_cpu_takes(c)) return mock_cpu_run(dev, c); /* opt-in: libtocha's CPU kernels */
     if (c->op == TC_OP_GATHER || c->op == TC_OP_INDEX_SELECT) return index_run(dev, c);
     const mock_ewop *e = &g_ew[c->op];
     const tc_cuda_view *o = &c->out[0];
@@ -257,6 +259,8 @@ void mock_replay(const mock_rec *r)
     case REC_SET: memset(r->dst, r->value, (size_t)r->n); break;
     case REC_COPY: memmove(r->dst, r->src, (size_t)r->n); break;
     case REC_RUN: index_exec(r->dev, r->op, r->dim, &r->view[0], &r->view[1], &r->view[2]); break;
+    case REC_CPU: mock_cpu_replay(r); break;
+    case REC_RAND: mock_rand_exec(r); break;
     default: memcpy(r->dst, r->bytes, (size_t)r->n); break;
     }
 }

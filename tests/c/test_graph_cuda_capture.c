@@ -1,7 +1,7 @@
 /* test_graph_cuda_capture.c -- a compiled device graph captured as a CUDA graph and
  * replayed (core/graph/capture.c): static inputs and outputs, parameters updated in place
  * at every replay, results equal to eager steps on the CPU; steps that cannot be captured
- * (mask counts, random draws) refused naming the node. Named cuda_dev_graph_* so that
+ * (mask counts, draws from two generators) refused naming the node. Named cuda_dev_graph_* so that
  * tests/run.sh runs them over the mock backend, which records its calls while a capture is
  * open and replays them (flat float elementwise work only: the graph below is made of it).
  */
@@ -118,20 +118,26 @@ TEST(cuda_dev_graph_capture_refusals)
     CHECK(strstr(tc_last_error(), "counts a mask on the host") != NULL);
     CHECK(cg == NULL && o[0] == NULL);
     tc_graph_free(g);
-    /* a random op */
+    /* random ops from two generators (one generator's draws are captured: test_cuda_rngcap.c) */
+    tc_generator *gen2 = NULL;
+    CHECK_OK(tc_generator_new(3, &gen2));
     g = NULL;
     CHECK_OK(tc_trace_begin(&g));
     CHECK_OK(tc_trace_input(g, dx));
-    tc_tensor *r = NULL;
+    tc_tensor *r = NULL, *r2 = NULL;
     CHECK_OK(tc_tensor_new_on(DEV, TC_F32, 1, SZ(4), &r));
-    ct_keep(r);
+    CHECK_OK(tc_tensor_new_on(DEV, TC_F32, 1, SZ(4), &r2));
+    ct_keep(r), ct_keep(r2);
     tc_tensor *ro[1] = {r};
     CHECK_OK(tc_op_run(TC_OP_UNIFORM, NULL, 0, P(.s = {0, 1}), ro, 1));
-    tc_tensor *z = op(TC_OP_ADD, dx, r, P(.s = {1}));
+    ro[0] = r2;
+    CHECK_OK(tc_op_run(TC_OP_UNIFORM, NULL, 0, P(.s = {0, 1}, .gen = gen2), ro, 1));
+    tc_tensor *z = op(TC_OP_ADD, op(TC_OP_ADD, dx, r, P(.s = {1})), r2, P(.s = {1}));
     CHECK_OK(tc_trace_output(g, z));
     CHECK_OK(tc_trace_end(g));
-    CHECK_ERR(tc_graph_capture(g, in, 1, o, 1, &cg), TC_ERR_UNSUPPORTED, "draws random numbers");
+    CHECK_ERR(tc_graph_capture(g, in, 1, o, 1, &cg), TC_ERR_UNSUPPORTED, "draws from another generator than node");
     CHECK(cg == NULL);
     tc_graph_free(g);
+    tc_generator_free(gen2);
     ct_drop();
 }

@@ -18,11 +18,13 @@ function H.at(file, text)
 end
 
 -- Runs the child script over the mock; returns its values by key, and its whole output.
-function H.run_child(child)
+-- env: more VAR=value words for the child (e.g. 'TOCHA_CUDA_MOCK_KERNELS=cpu').
+function H.run_child(child, env)
    local f = io.open(H.MOCK, 'rb')
    assert(f, H.MOCK .. ' is missing: build it with make ' .. H.MOCK)
    f:close()
-   local p = assert(io.popen('TOCHA_CUDA_LIB=' .. H.MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
+   local p = assert(io.popen((env and env .. ' ' or '') .. 'TOCHA_CUDA_LIB=' .. H.MOCK
+      .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
       .. 'luajit ' .. child .. ' 2>&1'))
    local out = p:read('*a')
    p:close()

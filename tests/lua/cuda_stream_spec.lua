@@ -74,8 +74,67 @@ describe('CUDA streams over the mock backend', function()
          .. while_, 1, true))
       assert.is_truthy(got.refuse_fallback:find('sort: cannot run on the host (no CUDA kernel for it here) ' .. while_, 1,
          true))
-      assert.is_truthy(got.refuse_random:find('uniform: cannot draw random numbers ' .. while_, 1, true))
+      assert.is_truthy(got.refuse_random:find('uniform: cannot draw from a generator other than the default one '
+         .. while_, 1, true))
       assert.is_truthy(got.refuse_sync:find('cuda synchronize: cannot wait for the device ' .. while_, 1, true))
       assert.are.equal('false true 6,6,6,6', got.after_refusals)
+   end)
+end)
+
+describe('random ops in a CUDA graph over the mock backend', function()
+   local got
+   setup(function()
+      local out
+      got, out = H.run_child('tests/lua/cuda_rngcap_child.lua')
+      assert.are.equal('true', got.done, 'the child failed:\n' .. out)
+   end)
+
+   it('draw fresh numbers per replay, eager mode\'s numbers for the same seed', function()
+      assert.are.equal('true', got.cpu_first)
+      assert.are.equal('true', got.capture_leaves_generator)
+      -- replay 1 = eager run 1, replay 2 = eager run 2, they differ, generator states equal
+      assert.are.equal('true true true true true', got.uniform_normal)
+   end)
+
+   it('capture nn.Dropout\'s forward', function()
+      assert.are.equal('true true true true', got.dropout)
+   end)
+end)
+
+describe('non_blocking copies to the host and record_stream over the mock backend', function()
+   local got
+   local CHILD_R = 'tests/lua/cuda_record_child.lua'
+   setup(function()
+      local out
+      got, out = H.run_child(CHILD_R)
+      assert.are.equal('true', got.done, 'the child failed:\n' .. out)
+   end)
+
+   it('copy to pinned host tensors, values right once the stream is synchronised', function()
+      assert.are.equal('torch.FloatTensor true 1,2,3,4', got.nb_float)
+      assert.are.equal('torch.DoubleTensor true 10,12,14', got.nb_double)
+      assert.are.equal('torch.LongTensor true 1,3,2,4', got.nb_type)
+      assert.are.equal('false false', got.blocking)
+      assert.are.equal('true', got.host_self)
+      assert.are.equal('torch.CudaDoubleTensor 1,2,3,4', got.nb_h2d)
+   end)
+
+   it('are refused while a graph is captured, with the capture\'s message', function()
+      assert.are.equal(at(CHILD_R, 'local h = d:float(true)') .. 'to (non_blocking): cannot copy to the host while a '
+         .. 'CUDA graph is being captured on cuda:0 (a graph cannot hand values to the host; copy after replaying)',
+         got.nb_capture)
+      assert.are.equal('false 1,2,3,4', got.nb_capture_after)
+   end)
+
+   it('record_stream keeps a block from reuse until the recorded stream is done', function()
+      -- freed while `user` is held: still allocated; a new tensor gets another block; after
+      -- synchronize the block is back
+      assert.are.equal('true 4096 0', got.record)
+      assert.are.equal(at(CHILD_R, 'torch.FloatTensor(2):record_stream()') .. 'record_stream: the tensor of size (2) is '
+         .. 'on cpu; only CUDA tensors record streams (their memory comes from the caching allocator)', got.record_cpu)
+      assert.are.equal(at(CHILD_R, "record_stream('s')") .. 'record_stream: expected a torch.cuda.Stream (or nil for '
+         .. 'the current stream), got s', got.record_arg)
+      assert.are.equal(at(CHILD_R, 'record_stream(cuda.Stream(1))') .. 'record_stream: the tensor of size (2) is on '
+         .. 'cuda:0 but the stream belongs to cuda:1; record a stream of the tensor\'s device', got.record_dev)
    end)
 end)

@@ -246,6 +246,16 @@ put('no_fallback', err(function() local r = torch.CudaTensor({3, 1, 2}):sort() e
 torch.backends.cuda.host_fallback = true
 put('flag_typo', err(function() torch.backends.cudnn.benchmrk = true end))
 put('flag_value', err(function() torch.backends.cudnn.benchmark = 1 end))
+-- cudnn.enabled (cuDNN softmax / pooling): on by default, stored by libtocha and taken by
+-- the backend's set_flag (the mock refuses flags that are not the backend's)
+local en0 = tostring(torch.backends.cudnn.enabled)
+torch.backends.cudnn.enabled = false
+local en1 = tostring(torch.backends.cudnn.enabled) .. ' '
+   .. tonumber(torch._C.tc_cuda_get_flag(torch._C.TC_CUDA_FLAG_CUDNN))
+torch.backends.cudnn.enabled = true
+put('cudnn_enabled', en0 .. ' ' .. en1 .. ' ' .. tostring(torch.backends.cudnn.enabled) .. ' '
+   .. tonumber(torch._C.tc_cuda_get_flag(torch._C.TC_CUDA_FLAG_CUDNN)))
+put('cudnn_enabled_value', err(function() torch.backends.cudnn.enabled = 'no' end))
 torch.manualSeed(5)
 local r1 = torch.CudaTensor(4):uniform()
 torch.manualSeed(5)

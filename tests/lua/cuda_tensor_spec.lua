@@ -77,6 +77,13 @@ describe('CUDA tensors without CUDA', function()
       assert.is_table(per)
       assert.is_boolean(torch.backends.cudnn.benchmark)
       assert.is_true(torch.backends.cuda.host_fallback)
+      -- cudnn.enabled: on by default, kept without CUDA
+      assert.is_true(torch.backends.cudnn.enabled)
+      torch.backends.cudnn.enabled = false
+      assert.is_false(torch.backends.cudnn.enabled)
+      assert.are.equal(0, tonumber(torch._C.tc_cuda_get_flag(torch._C.TC_CUDA_FLAG_CUDNN)))
+      torch.backends.cudnn.enabled = true
+      assert.is_true(torch.backends.cudnn.enabled)
       assert.has_error(function() torch.backends.cuda.matmul.allow_tf32 = 'yes' end)
    end)
 end)
@@ -206,6 +213,9 @@ describe('CUDA tensors over the mock backend (2 devices of 64 MB)', function()
       assert.are.equal(child_at('benchmrk') .. 'torch.backends.cudnn has no field benchmrk', got.flag_typo)
       assert.are.equal(child_at('benchmark = 1') .. 'torch.backends.cudnn.benchmark: expected a boolean, got number',
          got.flag_value)
+      assert.are.equal('true false 0 true 1', got.cudnn_enabled)
+      assert.are.equal(child_at("enabled = 'no'") .. 'torch.backends.cudnn.enabled: expected a boolean, got string',
+         got.cudnn_enabled_value)
       assert.are.equal('same', got.seed)
    end)
 

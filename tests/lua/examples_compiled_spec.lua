@@ -201,9 +201,9 @@ describe('model:compileStats() (the examples\' report)', function()
          m:forward(x)
          m:backward(x, go)
       end
-      assert.are.same({traces = 2, hits = 4, eager_calls = 0, entries = 2}, m:compileStats())
+      assert.are.same({traces = 2, hits = 4, eager_calls = 0, replays = 0, entries = 2}, m:compileStats())
       torch.no_grad(function() m:forward(torch.randn(2, 4):double()) end) -- a new shape: traced
-      assert.are.same({traces = 3, hits = 4, eager_calls = 0, entries = 3}, m:compileStats())
+      assert.are.same({traces = 3, hits = 4, eager_calls = 0, replays = 0, entries = 3}, m:compileStats())
       m:decompile()
       assert.is_nil(m:compileStats())
 

@@ -3,7 +3,10 @@
 -- a compiled CUDA model, tocha.jit.step training a CUDA model, all against eager CPU results.
 -- The body runs in a child process (tests/lua/jit_cuda_child.lua) over the mock backend
 -- (build/tests/libtocha_cuda_mock.so, 2 devices), since the CUDA library state is per
--- process. Run from the repository root (tests/run.sh).
+-- process; the CUDA Graph captures of whole classification steps run in another child
+-- (tests/lua/jit_cuda_graph_child.lua) over the mock with TOCHA_CUDA_MOCK_KERNELS=cpu (every
+-- op through libtocha's CPU kernels, so nothing needs the host fallback). Run from the
+-- repository root (tests/run.sh).
 require 'torch'
 
 local H = dofile('tests/lua/cuda_child_helper.lua')
@@ -64,5 +67,42 @@ describe('graph mode on a CUDA device (mock backend)', function()
       -- the mock has no addmm kernel (host fallback); cross-entropy's gather is captured
       assert.is_truthy(out:find('tocha.jit.step: the step cannot be captured as a CUDA graph (graph capture: addmm: ',
                                 1, true))
+   end)
+end)
+
+describe('CUDA Graph capture of whole training steps (mock backend running CPU kernels)', function()
+   local got, out
+   setup(function()
+      got, out = H.run_child('tests/lua/jit_cuda_graph_child.lua', 'TOCHA_CUDA_MOCK_KERNELS=cpu')
+   end)
+   local function check(key, want)
+      assert.are.equal(want, got[key], key .. ' (child output:\n' .. out .. ')')
+   end
+
+   it('captures and replays tocha.jit.step of an MLP classifier (SGD + momentum, Adam), as eager on the CPU',
+      function()
+      for _, name in ipairs({'sgd', 'adam'}) do
+         check(name .. '.losses', 'true')
+         check(name .. '.losses_change', 'true')
+         check(name .. '.params', 'true')
+         check(name .. '.param_type', 'torch.CudaDoubleTensor')
+         check(name .. '.replays', '8') -- 10 steps: 1 eager warm-up, 1 graph run + capture, 8 replays
+      end
+      check('step.fallbacks', '0') -- no op ran on the host (a capture would have refused it)
+   end)
+
+   it('model:compile{cuda_graph = true} replays its forward and backward graphs, as eager on the CPU', function()
+      check('module.losses', 'true')
+      check('module.params', 'true')
+      check('module.replays', '16') -- 10 calls each: trace, warm-up run + capture, 8 replays
+      check('module.static_output', 'true')
+      check('module.fallbacks', '0')
+   end)
+
+   it('checks the indices of a captured index op at each replay: a bad one skips it, the next sync reports', function()
+      check('index.replays', '20,0,40,0')
+      check('index.bad', 'true')
+      check('index.skipped', '0,0,0,0')
+      check('done', 'true')
    end)
 end)
