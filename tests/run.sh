@@ -14,44 +14,38 @@ trap 'rm -f "$log"' EXIT
 passed=0
 failed=0
 
-# C tests: the runner prints "c: N passed, N failed".
-"$build/tests/ctest" 2>&1 | tee "$log"
-c_line=$(grep -E '^c: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-if [ -z "$c_line" ]; then
-    echo "run.sh: the C test runner crashed or printed no summary"
-    failed=$((failed + 1))
-else
-    passed=$((passed + $(echo "$c_line" | sed -E 's/^c: ([0-9]+) passed.*/\1/')))
-    failed=$((failed + $(echo "$c_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
-fi
+# A run of the C test runner: "$1" labels its summary line ("c: N passed, N failed" becomes
+# "<label>: ..."), the rest is the command; its counts are added to the totals.
+c_suite() {
+    label="$1"
+    shift
+    "$@" 2>&1 | sed "s/^c: /$label: /" | tee "$log"
+    pattern=$(printf '%s' "$label" | sed 's/[()]/\\&/g') # the label as an ERE
+    line=$(grep -E "^$pattern: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "run.sh: $label crashed or printed no summary"
+        failed=$((failed + 1))
+    else
+        passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+        failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+    fi
+}
+mock="$root/$build/tests/libtocha_cuda_mock.so"
+
+# C tests.
+c_suite "c" "$build/tests/ctest"
 
 # The device tests (cuda_dev_*) again over the mock CUDA backend: on a machine without a
 # GPU they otherwise only check that device calls fail cleanly (tests/c/test_cuda_device.c).
-TOCHA_CUDA_LIB="$root/$build/tests/libtocha_cuda_mock.so" TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M \
-    "$build/tests/ctest" cuda_dev 2>&1 | sed 's/^c: /c (mock CUDA): /' | tee "$log"
-m_line=$(grep -E '^c \(mock CUDA\): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-if [ -z "$m_line" ]; then
-    echo "run.sh: the C device tests over the mock backend crashed or printed no summary"
-    failed=$((failed + 1))
-else
-    passed=$((passed + $(echo "$m_line" | sed -E 's/^c \(mock CUDA\): ([0-9]+) passed.*/\1/')))
-    failed=$((failed + $(echo "$m_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
-fi
+c_suite "c (mock CUDA)" env TOCHA_CUDA_LIB="$mock" TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M \
+    "$build/tests/ctest" cuda_dev
 
-# The same device tests that need no refusal or host fallback, over the mock running every op
+# The device tests that need no refusal or host fallback, over the mock running every op
 # through libtocha's CPU kernels (TOCHA_CUDA_MOCK_KERNELS=cpu, tests/c/mock_cuda_cpu.c): the
 # golden table, graph mode on the device and capture then take the backend's run() path.
-TOCHA_CUDA_LIB="$root/$build/tests/libtocha_cuda_mock.so" TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M \
-    TOCHA_CUDA_MOCK_KERNELS=cpu "$build/tests/ctest" cuda_dev_conformance cuda_dev_graph cuda_dev_devcheck 2>&1 |
-    sed 's/^c: /c (mock CUDA, CPU kernels): /' | tee "$log"
-k_line=$(grep -E '^c \(mock CUDA, CPU kernels\): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-if [ -z "$k_line" ]; then
-    echo "run.sh: the C device tests over the mock with CPU kernels crashed or printed no summary"
-    failed=$((failed + 1))
-else
-    passed=$((passed + $(echo "$k_line" | sed -E 's/^c \(mock CUDA, CPU kernels\): ([0-9]+) passed.*/\1/')))
-    failed=$((failed + $(echo "$k_line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
-fi
+c_suite "c (mock CUDA, CPU kernels)" env TOCHA_CUDA_LIB="$mock" TOCHA_CUDA_MOCK_DEVICES=2 \
+    TOCHA_CUDA_MOCK_CAPACITY=64M TOCHA_CUDA_MOCK_KERNELS=cpu \
+    "$build/tests/ctest" cuda_dev_conformance cuda_dev_graph cuda_dev_devcheck
 
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.
 for prog in "$build"/tests/cuda_host_*; do

@@ -33,4 +33,23 @@ function H.run_child(child, env)
    return got, out
 end
 
+-- ---- the child side: how the child scripts print their observations ----
+
+-- One key=value line (newlines in the value escaped).
+function H.put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
+
+-- The message of the error f raises (nil when it does not). NOTE: f calls without `return`:
+-- a tail call drops f's frame, and the error would carry no position.
+function H.err(f)
+   local ok, e = pcall(f)
+   return not ok and tostring(e) or nil
+end
+
+-- The largest absolute difference of two tensors (any devices), on the host.
+function H.diff(a, b)
+   local d, m = (a:double() - b:double()):abs():contiguous():view(-1):totable(), 0
+   for i = 1, #d do m = math.max(m, d[i]) end
+   return m
+end
+
 return H

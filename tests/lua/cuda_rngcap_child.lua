@@ -6,7 +6,8 @@ require 'torch'
 require 'nn'
 local cuda = torch.cuda
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put = H.put
 local function flat(t) return table.concat(t:double():contiguous():view(-1):totable(), ',') end
 local function state() return table.concat(torch.getRNGState():totable(), ',') end
 

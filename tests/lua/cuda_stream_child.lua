@@ -4,11 +4,8 @@
 require 'torch'
 local cuda = torch.cuda
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
-local function err(f) -- NOTE: f calls without `return` (a tail call would drop its position)
-   local ok, e = pcall(f)
-   return not ok and tostring(e) or nil
-end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put, err = H.put, H.err
 local function flat(t) return table.concat(t:float():contiguous():view(-1):totable(), ',') end
 
 -- streams

@@ -9,13 +9,8 @@ require 'nn'
 local optim = require 'optim'
 local cuda = torch.cuda
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
--- The message of the error f raises (nil when it does not). NOTE: f calls without `return`:
--- a tail call drops f's frame, and the error would carry no position.
-local function err(f)
-   local ok, e = pcall(f)
-   return not ok and tostring(e) or nil
-end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put, err = H.put, H.err
 local function list(t) return table.concat(t, ',') end
 local function flat(t) -- the values of any tensor, row-major, as a comma list
    local v = t:float():contiguous():view(-1):totable()

@@ -12,12 +12,8 @@ local tocha = require 'tocha'
 local jit = tocha.jit
 torch.setdefaulttensortype('torch.DoubleTensor')
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
-local function diff(a, b) -- the largest absolute difference, on the host
-   local d, m = (a:double() - b:double()):abs():contiguous():view(-1):totable(), 0
-   for i = 1, #d do m = math.max(m, d[i]) end
-   return m
-end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put, diff = H.put, H.diff
 
 -- 1. jit.compile with CUDA tensors: a captured device weight, results on the device
 torch.manualSeed(1)

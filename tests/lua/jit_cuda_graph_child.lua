@@ -16,12 +16,8 @@ local optim = require 'optim'
 local tocha = require 'tocha'
 torch.setdefaulttensortype('torch.DoubleTensor')
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
-local function diff(a, b) -- the largest absolute difference, on the host
-   local d, m = (a:double() - b:double()):abs():contiguous():view(-1):totable(), 0
-   for i = 1, #d do m = math.max(m, d[i]) end
-   return m
-end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put, diff = H.put, H.diff
 
 local NIN, NH, NC, B, STEPS = 10, 16, 4, 8, 10
 local xs, ys = {}, {}

@@ -19,7 +19,8 @@ local optim = require 'optim'
 local C = dofile('tests/lua/nn_catalog.lua')
 local unpack = unpack or table.unpack
 
-local function put(k, v) io.write(k, '=', (tostring(v):gsub('\n', '\\n')), '\n') end
+local H = require 'cuda_child_helper' -- put, err, diff: the children's shared printers
+local put = H.put
 
 local isT = torch.isTensor
 local function is_float(t) return nn._is_float(t) end
