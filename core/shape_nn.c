@@ -260,10 +260,19 @@ tc_status tc_prepare_pool(const tc_kcall *k, tc_outspec *spec)
 
 /* ---- softmax ------------------------------------------------------------------------------- */
 
+/* softmax / log_softmax(x); their backward ops (gradOutput, output): one size, one dtype. */
 tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec)
 {
     const tc_tensor *x = k->in[0];
     int d;
+    if (k->nin == 2) {
+        TRY(same_dtypes(k));
+        if (!tc_same_shape(k->in[0], k->in[1])) {
+            char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
+            return tc_set_error(TC_ERR_SHAPE, "%s: gradOutput %s and output %s differ in size", k->info->name,
+                                tc_shape_str(k->in[0], b1, sizeof b1), tc_shape_str(k->in[1], b2, sizeof b2));
+        }
+    }
     TRY(tc_wrap_dim(k->info->name, k->p->i[0], x->ndim > 0 ? x->ndim : 1, &d));
     spec->nout = 1;
     spec_set(spec, 0, x->dtype, x->ndim, x->size);

@@ -8,7 +8,11 @@
  *   max / adaptive max pooling   scatter_add of g at the saved indices, per H*W plane
  *   avg_pool2d <-> avg_pool2d_backward, adaptive_avg_pool2d <-> its backward: each is the
  *                     other's adjoint (both linear), so each one's rule is the other op
- *   softmax           gx = y * (g - sum(g * y))     log_softmax  gx = g - exp(y) * sum(g)
+ *   softmax           gx = softmax_backward(g, y) = y * (g - sum(g * y))
+ *   log_softmax       gx = log_softmax_backward(g, y) = g - exp(y) * sum(g)
+ *   softmax_backward  (s = sum(g y))   gg = softmax_backward(G, y)   gy = G (g - s) - g sum(G y)
+ *   log_softmax_backward (S = sum(g))  gg = G - sum(G exp(y))        gy = -G exp(y) S
+ *                     (y is a free input there; its gradient reaches x through the forward)
  * conv_transpose2d's output padding is recomputed from the saved sizes: the input size of
  * a conv2d is not determined by its output size alone (floor division).
  *   batch_norm        gx, gw, gb = batch_norm_backward(g, x, w, stats) (one pass over the
@@ -219,23 +223,42 @@ static int softmax_dim(const tc_grad_ctx *c)
     return d < 0 ? d + nd : d;
 }
 
+/* softmax and log_softmax: one backward op on (g, y). */
 TC_GRAD_RULE(softmax_rule, TC_SAVE_OUT0)
 {
     tc_garena A_ = {0}, *A = &A_;
-    const tc_tensor *y = c->out[0];
-    int d = softmax_dim(c);
-    const tc_tensor *dot = tc_ga_sum(A, tc_ga_mul(A, G0, y), d, 1);
-    tc_ga_out(A, tc_ga_mul(A, y, tc_ga_sub(A, G0, dot)), &gin[0]);
+    const tc_tensor *in[2] = {G0, c->out[0]};
+    tc_params p = {.i = {c->p->i[0]}};
+    tc_op back = c->op == TC_OP_SOFTMAX ? TC_OP_SOFTMAX_BACKWARD : TC_OP_LOG_SOFTMAX_BACKWARD;
+    tc_ga_out(A, tc_ga_op(A, back, in, 2, &p), &gin[0]);
     return tc_ga_done(A);
 }
 
-TC_GRAD_RULE(log_softmax_rule, TC_SAVE_OUT0)
+TC_GRAD_RULE(softmax_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
 {
     tc_garena A_ = {0}, *A = &A_;
-    const tc_tensor *y = c->out[0];
+    const tc_tensor *g = c->in[0], *y = c->in[1];
+    int d = softmax_dim(c);
+    if (c->needs[0]) {
+        const tc_tensor *in[2] = {G0, y};
+        tc_params p = {.i = {c->p->i[0]}};
+        tc_ga_out(A, tc_ga_op(A, TC_OP_SOFTMAX_BACKWARD, in, 2, &p), &gin[0]);
+    }
+    if (c->needs[1]) {
+        const tc_tensor *s = tc_ga_sum(A, tc_ga_mul(A, g, y), d, 1), *t = tc_ga_sum(A, tc_ga_mul(A, G0, y), d, 1);
+        tc_ga_out(A, tc_ga_sub(A, tc_ga_mul(A, G0, tc_ga_sub(A, g, s)), tc_ga_mul(A, g, t)), &gin[1]);
+    }
+    return tc_ga_done(A);
+}
+
+TC_GRAD_RULE(log_softmax_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
+{
+    tc_garena A_ = {0}, *A = &A_;
+    const tc_tensor *g = c->in[0], *y = c->in[1];
     int d = softmax_dim(c);
     const tc_tensor *p = tc_ga_ew(A, TC_OP_EXP, y, NULL, NULL, 0, 0);
-    tc_ga_out(A, tc_ga_sub(A, G0, tc_ga_mul(A, p, tc_ga_sum(A, G0, d, 1))), &gin[0]);
+    if (c->needs[0]) tc_ga_out(A, tc_ga_sub(A, G0, tc_ga_sum(A, tc_ga_mul(A, G0, p), d, 1)), &gin[0]);
+    if (c->needs[1]) tc_ga_out(A, tc_ga_neg(A, tc_ga_mul(A, tc_ga_mul(A, G0, p), tc_ga_sum(A, g, d, 1))), &gin[1]);
     return tc_ga_done(A);
 }
 
@@ -430,5 +453,7 @@ void tc_grad_rules_nn(tc_grad_rule *t)
     TC_GRAD_REG(t, ADAPTIVE_AVG_POOL2D, adaptive_avg_rule);
     TC_GRAD_REG(t, ADAPTIVE_AVG_POOL2D_BACKWARD, adaptive_avg_rule);
     TC_GRAD_REG(t, SOFTMAX, softmax_rule);
-    TC_GRAD_REG(t, LOG_SOFTMAX, log_softmax_rule);
+    TC_GRAD_REG(t, LOG_SOFTMAX, softmax_rule);
+    TC_GRAD_REG(t, SOFTMAX_BACKWARD, softmax_backward_rule);
+    TC_GRAD_REG(t, LOG_SOFTMAX_BACKWARD, log_softmax_backward_rule);
 }

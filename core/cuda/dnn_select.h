@@ -5,7 +5,8 @@
  * run without a GPU, but these rules can, so tests/c/test_cuda_dnn_select.c checks each of
  * them on the host. A call is taken only where cuDNN computes exactly the op's semantics:
  *   - the switch TC_CUDA_FLAG_CUDNN (torch.backends.cudnn.enabled) is on;
- *   - softmax / log_softmax: any dim, as the NCHW tensor (outer, dim, inner, 1) in
+ *   - softmax / log_softmax and their backward ops (cudnnSoftmaxBackward on (gradOutput,
+ *     output)): any dim, as the NCHW tensor (outer, dim, inner, 1) in
  *     CUDNN_SOFTMAX_MODE_CHANNEL; avg_pool2d and avg_pool2d_backward: 3-D (C,H,W) or 4-D
  *     (N,C,H,W) planes. Max pooling stays with our kernels: the op returns argmax indices
  *     (Torch7 / PyTorch) that cuDNN's pooling does not produce, and cuDNN's max backward
@@ -46,11 +47,12 @@ typedef enum cu_dnn_pick {
     CU_DNN_GEOMETRY, /* the pooled size is not cuDNN's floor formula (ceil_mode's extra window) */
 } cu_dnn_pick;
 
-/* softmax / log_softmax as the NCHW tensor (n, c, h, 1): n lines before dim, c = size of
- * dim, h elements after it; log: CUDNN_SOFTMAX_LOG, else CUDNN_SOFTMAX_ACCURATE. */
+/* softmax / log_softmax (backward: their backward ops) as the NCHW tensor (n, c, h, 1): n
+ * lines before dim, c = size of dim, h elements after it; log: CUDNN_SOFTMAX_LOG, else
+ * CUDNN_SOFTMAX_ACCURATE. */
 typedef struct cu_dnn_softmax_plan {
     int n, c, h;
-    bool log;
+    bool log, backward;
 } cu_dnn_softmax_plan;
 
 /* avg_pool2d (backward: false) and avg_pool2d_backward as NCHW tensors (n, c, h, w) for
@@ -81,16 +83,22 @@ static inline bool cu_dnn_fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 static inline cu_dnn_pick cu_dnn_softmax_pick(bool enabled, const tc_cuda_call *c, cu_dnn_softmax_plan *p)
 {
     if (!enabled) return CU_DNN_OFF;
-    if (c->op != TC_OP_SOFTMAX && c->op != TC_OP_LOG_SOFTMAX) return CU_DNN_OP;
-    if (c->nin < 1 || c->nout < 1) return CU_DNN_ARG;
-    const tc_cuda_view *x = &c->in[0], *y = &c->out[0];
-    if (!cu_dnn_float(x->dtype) || y->dtype != x->dtype) return CU_DNN_DTYPE;
+    bool back = c->op == TC_OP_SOFTMAX_BACKWARD || c->op == TC_OP_LOG_SOFTMAX_BACKWARD;
+    if (!back && c->op != TC_OP_SOFTMAX && c->op != TC_OP_LOG_SOFTMAX) return CU_DNN_OP;
+    if (c->nin < (back ? 2 : 1) || c->nout < 1) return CU_DNN_ARG;
+    /* x: the input (backward: gradOutput), y: the result, f: the backward's forward output */
+    const tc_cuda_view *x = &c->in[0], *y = &c->out[0], *f = back ? &c->in[1] : &c->in[0];
+    if (!cu_dnn_float(x->dtype) || y->dtype != x->dtype || f->dtype != x->dtype) return CU_DNN_DTYPE;
     if (x->numel == 0) return CU_DNN_EMPTY;
     int nd = x->ndim > 0 ? x->ndim : 1;
     int64_t dim = c->params.i[0];
     if (dim < 0) dim += nd;
-    if (dim < 0 || dim >= nd || y->numel != x->numel) return CU_DNN_ARG;
-    if (!cu_dnn_contiguous(x) || !cu_dnn_contiguous(y) || x->data == y->data) return CU_DNN_LAYOUT;
+    if (dim < 0 || dim >= nd || y->numel != x->numel || f->numel != x->numel || f->ndim != x->ndim) return CU_DNN_ARG;
+    for (int d = 0; d < x->ndim; d++)
+        if (f->size[d] != x->size[d]) return CU_DNN_ARG;
+    if (!cu_dnn_contiguous(x) || !cu_dnn_contiguous(y) || !cu_dnn_contiguous(f) || x->data == y->data ||
+        f->data == y->data)
+        return CU_DNN_LAYOUT;
     if (!cu_dnn_fits(x->numel)) return CU_DNN_SIZE;
     int64_t outer = 1, inner = 1, n = x->ndim > 0 ? x->size[dim] : 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -98,7 +106,8 @@ static inline cu_dnn_pick cu_dnn_softmax_pick(bool enabled, const tc_cuda_call *
         if (d > dim) inner *= x->size[d];
     }
     p->n = (int)outer, p->c = (int)n, p->h = (int)inner; /* each <= numel <= INT_MAX */
-    p->log = c->op == TC_OP_LOG_SOFTMAX;
+    p->log = c->op == TC_OP_LOG_SOFTMAX || c->op == TC_OP_LOG_SOFTMAX_BACKWARD;
+    p->backward = back;
     return CU_DNN_TAKE;
 }
 

@@ -1,4 +1,7 @@
-/* dnn_softmax.cu -- softmax and log_softmax through cuDNN 9 (cudnnSoftmaxForward), taken
+/* dnn_softmax.cu -- softmax and log_softmax through cuDNN 9 (cudnnSoftmaxForward), and their
+ * backward ops softmax_backward / log_softmax_backward (cudnnSoftmaxBackward on the
+ * forward's output y and gradOutput dy: ACCURATE dx = y (dy - sum(dy y)), LOG
+ * dx = dy - exp(y) sum(dy), the same sums over C), taken
  * when dnn_select.h's rules say cuDNN computes the op exactly: the switch
  * TC_CUDA_FLAG_CUDNN on, a float dtype, contiguous input and result in separate memory,
  * under 2^31 elements. The input is described as the packed NCHW tensor (outer, size of
@@ -10,8 +13,8 @@
  * Anything else, or a configuration cuDNN refuses (BAD_PARAM / NOT_SUPPORTED, e.g. a
  * dtype its softmax lacks), is left to softmax.cu (*done false); other failures are
  * reported with the op, the shape and the dtype. The work goes on cu_stream() (the pooled
- * handle is bound to it at checkout). There is no softmax backward op: autograd composes
- * the gradient from elementwise ops and sums (core/autograd/rules_nn.c).
+ * handle is bound to it at checkout). Autograd's softmax / log_softmax rules run the
+ * backward ops (core/autograd/rules_nn.c), so a training step's softmax gradient comes here.
  * NOTE: compiled with nvcc 13 for sm_90 but never run on a GPU (docs/cuda.md).
  */
 #include "dnn_select.h"
@@ -40,9 +43,15 @@ tc_status cu_dnn_softmax(int dev, const tc_cuda_call *c, bool *done)
         st = cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, cu_dnn_type(x->dtype), p.n, p.c, p.h, 1);
     }
     if (st == CUDNN_STATUS_SUCCESS && !(s = cu_dnn_handle_get(dev, &h, what))) {
-        call = "cudnnSoftmaxForward";
-        st = cudnnSoftmaxForward(h, p.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, one,
-                                 desc, x->data, zero, desc, y->data);
+        cudnnSoftmaxAlgorithm_t algo = p.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+        if (p.backward) { /* in[0] = dy, in[1] = the forward's y; every tensor the same shape */
+            call = "cudnnSoftmaxBackward";
+            st = cudnnSoftmaxBackward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, desc, c->in[1].data, desc, x->data,
+                                      zero, desc, y->data);
+        } else {
+            call = "cudnnSoftmaxForward";
+            st = cudnnSoftmaxForward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, desc, x->data, zero, desc, y->data);
+        }
     }
     if (!s) {
         if (st == CUDNN_STATUS_SUCCESS) {

@@ -1,4 +1,6 @@
-/* softmax.cu -- CUDA softmax and log_softmax along one dim (CPU: core/cpu/softmax.c).
+/* softmax.cu -- CUDA softmax and log_softmax along one dim, and their backward ops
+ * softmax_backward / log_softmax_backward (CPU: core/cpu/softmax.c; see the backward
+ * section below).
  *
  * Numerically stable as on the CPU: each line's max is subtracted before exp; the max
  * ignores NaN (x > m), so a NaN reaches the sum through exp and makes the whole line NaN,
@@ -13,7 +15,8 @@
  * addresses. Each element is read and written by the same thread in the last pass, so the
  * in-place form (out = in) is safe.
  * ops.cu gives a call to cuDNN first (dnn_softmax.cu) where dnn_select.h says cuDNN takes it
- * and torch.backends.cudnn.enabled is on; this kernel runs every other call.
+ * and torch.backends.cudnn.enabled is on; these kernels run every other call.
+ * NOTE: the backward kernel is compiled with nvcc 13 but has never run on a GPU (docs/cuda.md).
  */
 #include "kern.h"
 #include <math.h>
@@ -87,8 +90,107 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(const typename dt<DT>::S
 
 } /* namespace */
 
+/* ---- backward: softmax_backward(g, y), log_softmax_backward(g, y) ----------------------------
+ * One group of G threads per line as in the forward; the line's sum is accumulated in
+ * double for every dtype (as the CPU's), merged in the same fixed tree, then each thread
+ * writes the elements it read:
+ *   softmax:     gx = y * (g - sum(g * y))
+ *   log_softmax: gx = g - exp(y) * sum(g)
+ * Every read of a line happens before the tree merge's barriers and every write after
+ * them, so gx may be g or y itself. */
+
+namespace {
+
+struct bargs {
+    int64_t nlines, n, gs, ys, os; /* lines, their length, strides along dim of g, y, gx */
+    int G;
+    bool log;
+};
+
+template <int DT>
+__global__ void __launch_bounds__(BLOCK) softmax_backward_kernel(const typename dt<DT>::S *g,
+                                                                 const typename dt<DT>::S *y,
+                                                                 typename dt<DT>::S *gx, geo<3> lg, bargs a)
+{
+    using C = typename dt<DT>::C;
+    __shared__ double sm[BLOCK];
+    const int G = a.G, lane = (int)threadIdx.x & (G - 1), gpb = BLOCK / G;
+    for (int64_t base = (int64_t)blockIdx.x * gpb; base < a.nlines; base += (int64_t)gridDim.x * gpb) {
+        const int64_t li = base + (int64_t)threadIdx.x / G;
+        const int64_t end = li < a.nlines ? a.n : 0; /* a dead lane walks nothing */
+        int64_t off[3];
+        geo_offsets(lg, li < a.nlines ? li : 0, off);
+        const typename dt<DT>::S *gp = g + off[0], *yp = y + off[1];
+        typename dt<DT>::S *op = gx + off[2];
+        double s = 0;
+        for (int64_t k = lane; k < end; k += G) {
+            double gv = (double)(C)ld(gp + k * a.gs);
+            s += a.log ? gv : gv * (double)(C)ld(yp + k * a.ys);
+        }
+        s = group_red(sm, s, G, lane, op_add{});
+        const C sc = (C)s;
+        for (int64_t k = lane; k < end; k += G) {
+            C gv = (C)ld(gp + k * a.gs), yv = (C)ld(yp + k * a.ys);
+            st(op + k * a.os, a.log ? gv - exp_c(yv) * sc : yv * (gv - sc));
+        }
+    }
+}
+
+} /* namespace */
+
+static tc_status softmax_backward(int dev, const tc_cuda_call *c)
+{
+    if (c->nin < 2 || c->nout < 1) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
+    const tc_cuda_view &g = c->in[0], &y = c->in[1], &o = c->out[0];
+    int d0 = g.dtype;
+    if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
+    if (y.dtype != d0 || o.dtype != d0 || y.ndim != g.ndim || o.ndim != g.ndim || y.numel != g.numel ||
+        o.numel != g.numel)
+        return cu_fail(TC_ERR_ARG, "%s: gradOutput, output and result differ in dtype or size", cu_op_name(c->op));
+    if (g.numel == 0) return TC_OK;
+    if (!g.data || !y.data || !o.data) return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(c->op));
+    int nd = g.ndim > 0 ? g.ndim : 1;
+    int64_t dim = c->params.i[0];
+    if (dim < 0) dim += nd;
+    if (dim < 0 || dim >= nd)
+        return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
+                       (long long)c->params.i[0], g.ndim);
+    int d = (int)dim;
+    bargs a{};
+    a.log = c->op == TC_OP_LOG_SOFTMAX_BACKWARD;
+    geo<3> lg{};
+    if (g.ndim == 0) {
+        a.n = 1, a.gs = a.ys = a.os = 0;
+    } else {
+        a.n = g.size[d], a.gs = g.stride[d], a.ys = y.stride[d], a.os = o.stride[d];
+        lg.nd = strides_without(g, d, lg.size, lg.st[0]);
+        strides_without(y, d, nullptr, lg.st[1]);
+        strides_without(o, d, nullptr, lg.st[2]);
+    }
+    a.nlines = g.numel / a.n;
+    geo_coalesce(lg);
+    /* as the forward: one thread per line where dim is outer to a contiguous dim */
+    bool cols = a.gs != 1 && lg.nd > 0 && lg.st[0][lg.nd - 1] == 1 && a.nlines >= 32;
+    int G = 1;
+    if (!cols)
+        while (G < BLOCK && (int64_t)G * 2 <= a.n) G *= 2;
+    a.G = G;
+    return with_dtype(d0, [&](auto tag) -> tc_status {
+        constexpr int DT = decltype(tag)::value;
+        if constexpr (!dt<DT>::FL) {
+            return cu_unsupported(c);
+        } else {
+            using S = typename dt<DT>::S;
+            softmax_backward_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK, 0, cu_stream()>>>(
+                (const S *)g.data, (const S *)y.data, (S *)o.data, lg, a);
+            return launched(c);
+        }
+    });
+}
+
 tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
 {
+    if (c->op == TC_OP_SOFTMAX_BACKWARD || c->op == TC_OP_LOG_SOFTMAX_BACKWARD) return softmax_backward(dev, c);
     if (c->nin < 1 || c->nout < 1) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
     const tc_cuda_view &x = c->in[0], &y = c->out[0];
     int d0 = x.dtype;

@@ -17,6 +17,8 @@
 --   torch.adaptive_avg_pool2d(input, size), torch.adaptive_max_pool2d(input, size) -> out[, idx]
 --   torch.softmax(x [, dim]), torch.log_softmax(x [, dim]) and x:softmax(dim),
 --       x:log_softmax(dim); dim defaults to the last one.
+--   torch._softmax_backward_data(gradOutput, output [, dim]),
+--   torch._log_softmax_backward_data(gradOutput, output [, dim]): their input gradients.
 local torch = ...
 local C = torch._C
 local M = torch._math
@@ -227,6 +229,22 @@ for name, op in pairs({softmax = C.TC_OP_SOFTMAX, log_softmax = C.TC_OP_LOG_SOFT
       return r
    end
    torch[name], methods[name] = f, f
+end
+
+-- torch._softmax_backward_data(gradOutput, output [, dim]) and
+-- torch._log_softmax_backward_data: the input gradient of softmax / log_softmax from the
+-- forward's output (PyTorch's names; one op each, differentiable). dim as above.
+for name, op in pairs({_softmax_backward_data = C.TC_OP_SOFTMAX_BACKWARD,
+                       _log_softmax_backward_data = C.TC_OP_LOG_SOFTMAX_BACKWARD}) do
+   torch[name] = function(g, y, dim)
+      tp(g, name)
+      local yp = tp(y, name)
+      local nd = g.p.ndim
+      P.i[0] = dim == nil and math.max(nd - 1, 0) or M.dim0(g, dim, name, 2)
+      IN[0], IN[1] = g.p, yp
+      local r = run(op, 2, nil, 2) -- not a tail call: the error names the caller's line
+      return r
+   end
 end
 
 ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 #include "internal.h"
 #include <stdlib.h>
 
-static char g_mem[2][16]; /* distinct fake device addresses */
+static char g_mem[3][16]; /* distinct fake device addresses */
 
 /* A contiguous view of sizes (strides row-major). */
 static tc_cuda_view view(int dt, int nd, const int64_t *sz, void *data)
@@ -109,6 +109,75 @@ TEST(cuda_dnn_select_softmax_rules)
     CHECK(sm_pick(TC_OP_SOFTMAX, b0, b1, 1, true, NULL) == CU_DNN_TAKE);
 }
 
+/* The backward ops: (gradOutput g, the forward's output y) in, gx out. */
+static cu_dnn_pick smb_pick(int op, tc_cuda_view g, tc_cuda_view y, tc_cuda_view gx, int64_t dim, bool on,
+                            cu_dnn_softmax_plan *p)
+{
+    tc_cuda_view in[2] = {g, y};
+    tc_cuda_call c = call1(op, in, gx, P(.i = {dim}));
+    c.nin = 2;
+    cu_dnn_softmax_plan scratch;
+    return cu_dnn_softmax_pick(on, &c, p ? p : &scratch);
+}
+
+TEST(cuda_dnn_select_softmax_backward_rules)
+{
+    const int64_t *sz = SZ(2, 3, 4);
+    tc_cuda_view g = view(TC_F32, 3, sz, g_mem[0]), y = view(TC_F32, 3, sz, g_mem[1]), gx = view(TC_F32, 3, sz, g_mem[2]);
+    cu_dnn_softmax_plan p = {0};
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, gx, 1, true, &p) == CU_DNN_TAKE);
+    CHECK(p.n == 2 && p.c == 3 && p.h == 4 && !p.log && p.backward);
+    CHECK(smb_pick(TC_OP_LOG_SOFTMAX_BACKWARD, g, y, gx, -1, true, &p) == CU_DNN_TAKE);
+    CHECK(p.n == 6 && p.c == 4 && p.h == 1 && p.log && p.backward);
+    CHECK(sm_pick(TC_OP_LOG_SOFTMAX, g, gx, 0, true, &p) == CU_DNN_TAKE && p.log && !p.backward);
+    const int fl[] = {TC_F64, TC_F16, TC_BF16};
+    for (int i = 0; i < 3; i++) {
+        tc_cuda_view a = g, b = y, o = gx;
+        a.dtype = b.dtype = o.dtype = fl[i];
+        CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, a, b, o, 2, true, NULL) == CU_DNN_TAKE);
+    }
+    /* g and y may be the same memory (both are read) */
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, g, gx, 1, true, NULL) == CU_DNN_TAKE);
+
+    /* the switch; one input only */
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, gx, 1, false, NULL) == CU_DNN_OFF);
+    tc_cuda_call one = call1(TC_OP_SOFTMAX_BACKWARD, &g, gx, P(.i = {1}));
+    CHECK(cu_dnn_softmax_pick(true, &one, &p) == CU_DNN_ARG);
+    /* dtypes: y's or the result's differing */
+    tc_cuda_view d = y;
+    d.dtype = TC_F64;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, d, gx, 1, true, NULL) == CU_DNN_DTYPE);
+    d = gx, d.dtype = TC_F64;
+    CHECK(smb_pick(TC_OP_LOG_SOFTMAX_BACKWARD, g, y, d, 1, true, NULL) == CU_DNN_DTYPE);
+    d = g, d.dtype = TC_I32;
+    tc_cuda_view di = y, dio = gx;
+    di.dtype = dio.dtype = TC_I32;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, d, di, dio, 1, true, NULL) == CU_DNN_DTYPE);
+    /* y of another shape with as many elements; dims out of range; empty */
+    tc_cuda_view y2 = view(TC_F32, 3, SZ(2, 4, 3), g_mem[1]);
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y2, gx, 1, true, NULL) == CU_DNN_ARG);
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, gx, 3, true, NULL) == CU_DNN_ARG);
+    tc_cuda_view e0 = view(TC_F32, 2, SZ(0, 3), g_mem[0]), e1 = view(TC_F32, 2, SZ(0, 3), g_mem[1]),
+                 e2 = view(TC_F32, 2, SZ(0, 3), g_mem[2]);
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, e0, e1, e2, 1, true, NULL) == CU_DNN_EMPTY);
+    /* layout: any of the three strided; the result over either input */
+    tc_cuda_view t = y;
+    t.stride[1] = 1, t.stride[2] = 3;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, t, gx, 1, true, NULL) == CU_DNN_LAYOUT);
+    t = g, t.stride[1] = 1, t.stride[2] = 3;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, t, y, gx, 1, true, NULL) == CU_DNN_LAYOUT);
+    t = gx, t.stride[1] = 1, t.stride[2] = 3;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, t, 1, true, NULL) == CU_DNN_LAYOUT);
+    t = gx, t.data = g.data;
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, t, 1, true, NULL) == CU_DNN_LAYOUT);
+    t = gx, t.data = y.data;
+    CHECK(smb_pick(TC_OP_LOG_SOFTMAX_BACKWARD, g, y, t, 1, true, NULL) == CU_DNN_LAYOUT);
+    /* int range */
+    tc_cuda_view b0 = view(TC_F32, 2, SZ(1 << 16, 1 << 15), g_mem[0]), b1 = view(TC_F32, 2, SZ(1 << 16, 1 << 15), g_mem[1]),
+                 b2 = view(TC_F32, 2, SZ(1 << 16, 1 << 15), g_mem[2]);
+    CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, b0, b1, b2, 1, true, NULL) == CU_DNN_SIZE);
+}
+
 /* cuDNN's softmax on the plan: over C of the NCHW tensor (n, c, h, 1), x read row-major. */
 TEST(cuda_dnn_select_softmax_plan_is_the_op)
 {
@@ -136,6 +205,29 @@ TEST(cuda_dnn_select_softmax_plan_is_the_op)
                         int64_t at = ((int64_t)n * p.c + c) * p.h + h;
                         double v = ct_at(x, at) - m, want = lg ? v - log(s) : exp(v) / s;
                         if (!ct_near(ct_at(y, at), want, 1e-12)) bad++;
+                    }
+                }
+            /* the backward op on (dy, y): cudnnSoftmaxBackward's sums over C of the same plan,
+             * ACCURATE dx = y (dy - sum(dy y)), LOG dx = dy - exp(y) sum(dy) */
+            tc_tensor *dy = ct_keep(gc_rand(TC_F64, 4, sz, -1, 1, 12 + (uint64_t)dim)), *dx = NULL;
+            int bop = lg ? TC_OP_LOG_SOFTMAX_BACKWARD : TC_OP_SOFTMAX_BACKWARD;
+            CHECK_OK(ct_run1(bop, dy, y, NULL, P(.i = {dim}), &dx));
+            ct_keep(dx);
+            cu_dnn_softmax_plan q = {0};
+            CHECK(smb_pick(bop, view_of(dy, g_mem[0]), view_of(y, g_mem[1]), view_of(dx, g_mem[2]), dim, true, &q) ==
+                  CU_DNN_TAKE);
+            CHECK(q.backward && q.log == p.log && q.n == p.n && q.c == p.c && q.h == p.h);
+            for (int n = 0; n < q.n; n++)
+                for (int h = 0; h < q.h; h++) {
+                    double s = 0;
+                    for (int c = 0; c < q.c; c++) {
+                        int64_t at = ((int64_t)n * q.c + c) * q.h + h;
+                        s += lg ? ct_at(dy, at) : ct_at(dy, at) * ct_at(y, at);
+                    }
+                    for (int c = 0; c < q.c; c++) {
+                        int64_t at = ((int64_t)n * q.c + c) * q.h + h;
+                        double yv = ct_at(y, at), want = lg ? ct_at(dy, at) - exp(yv) * s : yv * (ct_at(dy, at) - s);
+                        if (!ct_near(ct_at(dx, at), want, 1e-12)) bad++;
                     }
                 }
         }
@@ -348,7 +440,8 @@ static int dev_near(const tc_tensor *got, const tc_tensor *want, double tol, con
     return 1;
 }
 
-/* softmax / log_softmax (contiguous: cuDNN's when enabled; transposed: our kernel) and
+/* softmax / log_softmax and their backward ops (contiguous: cuDNN's when enabled;
+ * transposed: our kernels) and
  * avg_pool2d / avg_pool2d_backward (configurations cuDNN takes and one ceil_mode window it
  * does not) on the device, cudnn.enabled on then off, against the CPU. */
 TEST(cuda_dev_dnn_softmax_pool_match_cpu)
@@ -378,6 +471,23 @@ TEST(cuda_dev_dnn_softmax_pool_match_cpu)
                     tc_params p = {.i = {dim}};
                     if (!dev_near(ct_op(op, xd, NULL, &p), ct_op(op, xc, NULL, &p), tols[k], "softmax")) bad++;
                     if (!dev_near(ct_op(op, xt, NULL, &p), ct_op(op, xct, NULL, &p), tols[k], "softmax (strided)"))
+                        bad++;
+                    /* the backward op on (g, y): contiguous (cuDNN's when enabled), transposed (ours) */
+                    tc_op bop = lg ? TC_OP_LOG_SOFTMAX_BACKWARD : TC_OP_SOFTMAX_BACKWARD;
+                    tc_tensor *yc = ct_op(op, xc, NULL, &p), *g64 = ct_keep(gc_rand(TC_F64, 4, xc->size, -1, 1, 60));
+                    tc_tensor *gc = NULL;
+                    CHECK(tc_tensor_to(g64, TC_CPU, dts[k], &gc) == TC_OK);
+                    ct_keep(gc);
+                    tc_tensor *yd = yc ? ct_to(yc, DEV) : NULL, *gd = gc ? ct_to(gc, DEV) : NULL;
+                    if (!yd || !gd) {
+                        bad++;
+                        continue;
+                    }
+                    if (!dev_near(ct_op(bop, gd, yd, &p), ct_op(bop, gc, yc, &p), tols[k], "softmax backward")) bad++;
+                    tc_tensor *gdt = ct_keep(ct_transposed(gd, 1, 3)), *ydt = ct_keep(ct_transposed(yd, 1, 3));
+                    tc_tensor *gct = ct_keep(ct_transposed(gc, 1, 3)), *yct = ct_keep(ct_transposed(yc, 1, 3));
+                    if (!dev_near(ct_op(bop, gdt, ydt, &p), ct_op(bop, gct, yct, &p), tols[k],
+                                  "softmax backward (strided)"))
                         bad++;
                 }
             /* kernel, stride, padding, ceil_mode, count_include_pad: (5,6) planes */

@@ -174,6 +174,21 @@ TEST(grad_rules_second_derivatives)
     ct_drop();
 }
 
+/* softmax and log_softmax (whose rules run the backward ops), and the backward ops on (g, y)
+ * (whose rules compose ops, one of them softmax_backward itself) */
+TEST(grad_rules_second_derivatives_softmax)
+{
+    tc_tensor *x = R(2, SZ(3, 4), -1.5, 1.5), *g = R(2, SZ(3, 4), -1, 1);
+    tc_tensor *y = R(2, SZ(3, 4), 0.1, 0.9), *ly = R(2, SZ(3, 4), -3, -0.2);
+    for (int d = -1; d < 2; d++) {
+        GG(SOFTMAX, P(.i = {d}), x);
+        GG(LOG_SOFTMAX, P(.i = {d}), x);
+        GG(SOFTMAX_BACKWARD, P(.i = {d}), g, y);
+        GG(LOG_SOFTMAX_BACKWARD, P(.i = {d}), g, ly);
+    }
+    ct_drop();
+}
+
 TEST(grad_rules_second_derivatives_reduce_shape)
 {
     tc_tensor *x = R(2, SZ(3, 4), -1.5, 1.5), *pos = R(2, SZ(3, 4), 0.5, 2);

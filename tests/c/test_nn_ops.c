@@ -1,4 +1,5 @@
-/* test_nn_ops.c -- the nn ops (conv2d, conv_transpose2d, conv2d_weight, pooling, softmax):
+/* test_nn_ops.c -- the nn ops (conv2d, conv_transpose2d, conv2d_weight, pooling, softmax and
+ * its backward ops; more on those in test_softmax_backward.c):
  * finite-difference checks of every rule in rules_nn.c (float64), a naive reference
  * convolution on both CPU paths (chunked small products and OpenBLAS-threaded large ones),
  * the adjoint identities tying the three conv ops together, thread-count independence,
@@ -89,6 +90,14 @@ TEST(nn_rules_pool_softmax)
         GC(SOFTMAX, P(.i = {d}), s);
         GC(LOG_SOFTMAX, P(.i = {d}), st);
     }
+    /* the backward ops of (g, y), y a free input (any values; a strided one) */
+    tc_tensor *sg = R(3, SZ(3, 4, 5)), *sy = ct_keep(ct_transposed(R(3, SZ(5, 4, 3)), 0, 2));
+    for (int d = -1; d < 3; d++) {
+        GC(SOFTMAX_BACKWARD, P(.i = {d}), sg, sy);
+        GC(LOG_SOFTMAX_BACKWARD, P(.i = {d}), sg, sy);
+    }
+    GC(SOFTMAX_BACKWARD, P(.i = {0}), R(0, NULL), R(0, NULL));
+    GC(LOG_SOFTMAX_BACKWARD, P(.i = {0}), R(0, NULL), R(0, NULL));
     ct_drop();
 }
 

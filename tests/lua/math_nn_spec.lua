@@ -225,6 +225,33 @@ describe('softmax and log_softmax', function()
       torch.softmax(xs, 1):sum():backward() -- softmax sums to 1: zero gradient
       assert.is_true(xs.grad:abs():max() < 1e-12)
    end)
+   it('have backward ops, the gradients autograd computes', function()
+      local g = seq(torch.cos, 2, 4)
+      local pairs_ = {{torch.softmax, torch._softmax_backward_data},
+                      {torch.log_softmax, torch._log_softmax_backward_data}}
+      for _, c in ipairs(pairs_) do
+         for _, d in ipairs({1, 2, -1}) do
+            local xr = s:clone():requires_grad_(true)
+            local y = c[1](xr, d)
+            y:backward(g)
+            near(c[2](g, y:detach(), d), xr.grad:view(-1):totable(), 0)
+         end
+      end
+      local y, ly = torch.softmax(s, 2), torch.log_softmax(s, 2)
+      local want = torch.cmul(y, g - torch.cmul(g, y):sum(2):expandAs(g))
+      near(torch._softmax_backward_data(g, y), want:view(-1):totable(), 1e-15) -- dim: the last
+      want = g - torch.cmul(torch.exp(ly), g:sum(2):expandAs(g))
+      near(torch._log_softmax_backward_data(g, ly, 2), want:view(-1):totable(), 1e-15)
+      U.expect_error('softmax_backward: gradOutput (2,4) and output (4,2) differ in size', function()
+         torch._softmax_backward_data(g, y:t():contiguous())
+      end)
+      U.expect_error('_log_softmax_backward_data: expected a tensor, got number', function()
+         torch._log_softmax_backward_data(g, 1)
+      end)
+      U.expect_error('_softmax_backward_data: dim 3 out of range', function()
+         torch._softmax_backward_data(g, y, 3)
+      end)
+   end)
    it('report a bad dim at the caller line', function()
       U.expect_error('softmax: dim 3 out of range for a 2D tensor [2x4]', function() torch.softmax(s, 3) end)
       U.expect_error('log_softmax: dim 0 out of range', function() s:log_softmax(0) end)
