@@ -138,6 +138,32 @@ __global__ void __launch_bounds__(BLOCK) softmax_backward_kernel(const typename 
 
 } /* namespace */
 
+/* The call's dim (params.i[0], negative from the end) for an ndim-dim tensor (0-dim: one line
+ * of one), or a TC_ERR_INDEX failure naming it. */
+static tc_status line_dim(const tc_cuda_call *c, int ndim, int *d)
+{
+    int nd = ndim > 0 ? ndim : 1;
+    int64_t dim = c->params.i[0];
+    if (dim < 0) dim += nd;
+    if (dim < 0 || dim >= nd)
+        return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
+                       (long long)c->params.i[0], ndim);
+    *d = (int)dim;
+    return TC_OK;
+}
+
+/* Threads per line of n elements (stride along the line: step; innermost stride of the
+ * other dims: inner): one where the line's dim is outer to a contiguous dim (coalesced
+ * across lines), else up to a block along the line. */
+static int threads_per_line(int64_t step, int other_nd, int64_t inner, int64_t nlines, int64_t n)
+{
+    bool cols = step != 1 && other_nd > 0 && inner == 1 && nlines >= 32;
+    int G = 1;
+    if (!cols)
+        while (G < BLOCK && (int64_t)G * 2 <= n) G *= 2;
+    return G;
+}
+
 static tc_status softmax_backward(int dev, const tc_cuda_call *c)
 {
     if (c->nin < 2 || c->nout < 1) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
@@ -149,13 +175,8 @@ static tc_status softmax_backward(int dev, const tc_cuda_call *c)
         return cu_fail(TC_ERR_ARG, "%s: gradOutput, output and result differ in dtype or size", cu_op_name(c->op));
     if (g.numel == 0) return TC_OK;
     if (!g.data || !y.data || !o.data) return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(c->op));
-    int nd = g.ndim > 0 ? g.ndim : 1;
-    int64_t dim = c->params.i[0];
-    if (dim < 0) dim += nd;
-    if (dim < 0 || dim >= nd)
-        return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
-                       (long long)c->params.i[0], g.ndim);
-    int d = (int)dim;
+    int d = 0;
+    if (tc_status s = line_dim(c, g.ndim, &d)) return s;
     bargs a{};
     a.log = c->op == TC_OP_LOG_SOFTMAX_BACKWARD;
     geo<3> lg{};
@@ -169,19 +190,14 @@ static tc_status softmax_backward(int dev, const tc_cuda_call *c)
     }
     a.nlines = g.numel / a.n;
     geo_coalesce(lg);
-    /* as the forward: one thread per line where dim is outer to a contiguous dim */
-    bool cols = a.gs != 1 && lg.nd > 0 && lg.st[0][lg.nd - 1] == 1 && a.nlines >= 32;
-    int G = 1;
-    if (!cols)
-        while (G < BLOCK && (int64_t)G * 2 <= a.n) G *= 2;
-    a.G = G;
+    a.G = threads_per_line(a.gs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
     return with_dtype(d0, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
         if constexpr (!dt<DT>::FL) {
             return cu_unsupported(c);
         } else {
             using S = typename dt<DT>::S;
-            softmax_backward_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK, 0, cu_stream()>>>(
+            softmax_backward_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>(
                 (const S *)g.data, (const S *)y.data, (S *)o.data, lg, a);
             return launched(c);
         }
@@ -197,13 +213,8 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
     if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
     if (x.numel == 0) return TC_OK;
     if (!x.data || !y.data) return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(c->op));
-    int nd = x.ndim > 0 ? x.ndim : 1;
-    int64_t dim = c->params.i[0];
-    if (dim < 0) dim += nd;
-    if (dim < 0 || dim >= nd)
-        return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
-                       (long long)c->params.i[0], x.ndim);
-    int d = (int)dim;
+    int d = 0;
+    if (tc_status s = line_dim(c, x.ndim, &d)) return s;
     sargs a{};
     a.log = c->op == TC_OP_LOG_SOFTMAX;
     geo<2> lg{};
@@ -216,20 +227,14 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
     }
     a.nlines = x.numel / a.n;
     geo_coalesce(lg);
-    /* Threads per line: one where dim is outer to a contiguous dim (coalesced across
-     * lines), else up to a block along the line. */
-    bool cols = a.xs != 1 && lg.nd > 0 && lg.st[0][lg.nd - 1] == 1 && a.nlines >= 32;
-    int G = 1;
-    if (!cols)
-        while (G < BLOCK && (int64_t)G * 2 <= a.n) G *= 2;
-    a.G = G;
+    a.G = threads_per_line(a.xs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
     return with_dtype(d0, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
         if constexpr (!dt<DT>::FL) {
             return cu_unsupported(c);
         } else {
             using S = typename dt<DT>::S;
-            softmax_kernel<DT><<<grid_for(dev, a.nlines * G), BLOCK, 0, cu_stream()>>>((const S *)x.data, (S *)y.data, lg, a);
+            softmax_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>((const S *)x.data, (S *)y.data, lg, a);
             return launched(c);
         }
     });
