@@ -120,6 +120,18 @@ else
    put('module.fallbacks', torch.cuda.hostFallbacks() - fb1)
 end
 
+-- E. dropout in model:compile{cuda_graph = true, strict = true}: captured (no refusal), and
+--    every replay draws a fresh mask from the generator torch.manualSeed seeds
+do
+   torch.manualSeed(3)
+   local md = nn.Sequential():add(nn.Linear(6, 5)):add(nn.Dropout(0.5)):add(nn.Linear(5, 2)):cuda()
+   md:compile{cuda_graph = true, strict = true}
+   local xd, outs = torch.randn(4, 6):cuda(), {}
+   for i = 1, 5 do outs[i] = md:forward(xd):double():clone() end
+   put('dropout.replays', md:compileStats().replays) -- calls 3..5
+   put('dropout.fresh', diff(outs[4], outs[5]) > 0 and diff(outs[3], outs[4]) > 0)
+end
+
 -- D. index_add (a CPU kernel here) in a CUDA graph: indices are checked at every replay
 local function flat(t) return table.concat(t:double():totable(), ',') end
 local dst, idx, src = torch.CudaDoubleTensor(4):zero(), torch.CudaLongTensor({1, 3}), torch.CudaDoubleTensor({10, 20})

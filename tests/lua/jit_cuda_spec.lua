@@ -99,6 +99,11 @@ describe('CUDA Graph capture of whole training steps (mock backend running CPU k
       check('module.fallbacks', '0')
    end)
 
+   it('model:compile{cuda_graph = true, strict = true} captures dropout: a fresh mask at every replay', function()
+      check('dropout.replays', '3')
+      check('dropout.fresh', 'true')
+   end)
+
    it('checks the indices of a captured index op at each replay: a bad one skips it, the next sync reports', function()
       check('index.replays', '20,0,40,0')
       check('index.bad', 'true')
