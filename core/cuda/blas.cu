@@ -17,7 +17,9 @@
  *
  * dtypes: f32 (exact FP32 unless set_flag(TF32): CUBLAS_COMPUTE_32F_FAST_TF32), f64,
  * f16 / bf16 with FP32 accumulation and reductions (rounded once at the store, as the CPU
- * computes in f32). Integer dtypes (u8 i8 i16 i32 i64) run a plain kernel with the CPU's
+ * computes in f32), except addbmm's sum over the batch: one cublasGemmEx per matrix into
+ * the half-type result, so it is rounded after each matrix (the CPU rounds once; found by
+ * the emulator, tests/emu: one bf16 unit apart at 16). Integer dtypes (u8 i8 i16 i32 i64) run a plain kernel with the CPU's
  * wrapping 64-bit arithmetic (int_product), bit-identical to the CPU.
  * Handles: one per (device, concurrent caller), kept in a small per-device pool, since a
  * cuBLAS handle must not be used by two threads at once.

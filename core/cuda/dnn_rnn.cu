@@ -214,7 +214,9 @@ static tc_status descs_make(const rctx *x, cudnnHandle_t h, const geom &g, bool 
                                      bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
                                      CUDNN_LINEAR_INPUT, t, t, math, (int32_t)g.I, (int32_t)g.H, (int32_t)g.H, 1,
                                      d->drop, CUDNN_RNN_PADDED_IO_DISABLED));
-    /* every sequence has all T steps: (T, N, features) in time-major order */
+    /* every sequence has all T steps: (T, N, features) in time-major order, which is the
+     * packed layout (the unpacked ones need CUDNN_RNN_PADDED_IO_ENABLED; found by the fake
+     * cuDNN of tests/emu, which follows the API reference) */
     int lens[1024], *lp = lens;
     if (g.N > 1024 && !(lp = (int *)malloc(sizeof(int) * (size_t)g.N)))
         return cu_fail(TC_ERR_MEMORY, "%s: out of host memory for the sequence lengths", x->what);
@@ -222,10 +224,10 @@ static tc_status descs_make(const rctx *x, cudnnHandle_t h, const geom &g, bool 
     cudnnStatus_t st = cudnnCreateRNNDataDescriptor(&d->xd);
     if (!st) st = cudnnCreateRNNDataDescriptor(&d->yd);
     if (!st)
-        st = cudnnSetRNNDataDescriptor(d->xd, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)g.T, (int)g.N,
+        st = cudnnSetRNNDataDescriptor(d->xd, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, (int)g.T, (int)g.N,
                                        (int)g.I, lp, NULL);
     if (!st)
-        st = cudnnSetRNNDataDescriptor(d->yd, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, (int)g.T, (int)g.N,
+        st = cudnnSetRNNDataDescriptor(d->yd, t, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, (int)g.T, (int)g.N,
                                        (int)g.H, lp, NULL);
     if (lp != lens) free(lp);
     if (st) return rnn_fail(x, st, "cudnnSetRNNDataDescriptor");
@@ -467,8 +469,10 @@ static tc_status backward(int dev, const tc_cuda_call *c, const geom &g, const r
             cudnnStatus_t st = cudnnRNNBackwardData_v8(h, d.rnn, lens, d.yd, y2, dy.data ? dy.data : zdy, d.xd,
                                                        DX.data, d.hd, hx.data, NULL, dhx, d.hd, c0, dcy, dcx, wsize,
                                                        space, ws, work, rs, reserve);
+            /* cudnnRNNBackwardWeights_v8 supports only CUDNN_WGRAD_MODE_ADD: it adds into dspace */
+            if (!st && (s = cu_check(cudaMemsetAsync(dspace, 0, wsize, cu_stream()), x->what))) goto out;
             if (!st)
-                st = cudnnRNNBackwardWeights_v8(h, d.rnn, CUDNN_WGRAD_MODE_SET, lens, d.xd, X.data, d.hd, hx.data,
+                st = cudnnRNNBackwardWeights_v8(h, d.rnn, CUDNN_WGRAD_MODE_ADD, lens, d.xd, X.data, d.hd, hx.data,
                                                 d.yd, y2, wsize, dspace, ws, work, rs, reserve);
             if (st) {
                 s = rnn_fail(x, st, "cudnnRNNBackwardData_v8 / BackwardWeights_v8");
