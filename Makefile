@@ -134,6 +134,46 @@ $(BUILD)/tests/cuda_host_%: tests/cuda_host/test_cured_%.cu tests/cuda_host/host
 	$(NVCC) -std=c++17 -arch=sm_90 -Icore $< -L$(BUILD) -ltocha -Xlinker -rpath,'$$ORIGIN/..' -o $@
 $(CTESTS): $(CUDAHOST)
 
+# The CUDA emulator (tests/emu, emu.h): the backend's own sources built with g++ against a
+# fake CUDA runtime, cuBLAS, cub and cuDNN over host memory, so its kernels, launches and
+# library calls run without a GPU (TOCHA_CUDA_LIB=$(BUILD)/tests/libtocha_cuda_emu.so).
+# It needs the CUDA headers, not nvcc: `make asan` builds it too, under the sanitizers.
+CUDA_INC := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME)/include)
+EMULIB   := $(if $(CUDA_INC),$(BUILD)/tests/libtocha_cuda_emu.so)
+EMU_SRC  := $(filter-out tests/emu/test_%,$(wildcard tests/emu/*.cc))
+EMU_OBJ  := $(CUDA_SRC:core/cuda/%.cu=$(BUILD)/tests/emu/cu_%.o) $(EMU_SRC:tests/emu/%.cc=$(BUILD)/tests/emu/%.o) \
+            $(BUILD)/tests/emu/cache_alloc.o
+EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -fvisibility=hidden -pthread -Wall -Wno-unused-parameter \
+                -Wno-unused-function -Wno-unused-variable -Wno-unknown-pragmas $(SAN) -Itests/emu -Icore/cuda -Icore -I$(CUDA_INC)
+$(BUILD)/tests/emu/cu_%.cc: core/cuda/%.cu tests/emu/cu2cc.pl
+	@mkdir -p $(dir $@)
+	perl tests/emu/cu2cc.pl $< $@
+$(BUILD)/tests/emu/cu_%.o: $(BUILD)/tests/emu/cu_%.cc tests/emu/emu.h tests/emu/emu_device.h tests/emu/emu_launch.h \
+                           $(wildcard tests/emu/cub/*) $(wildcard core/cuda/*.h) \
+                           core/ops.def core/scalar_math.h core/tocha.h core/philox.h
+	$(CXX) $(EMU_CXXFLAGS) -include tests/emu/emu_device.h -c $< -o $@
+$(BUILD)/tests/emu/%.o: tests/emu/%.cc $(wildcard tests/emu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(BUILD)/tests/emu/cache_alloc.o: core/cuda/cache_alloc.c core/cuda/cache_alloc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -c $< -o $@
+$(BUILD)/tests/libtocha_cuda_emu.so: $(EMU_OBJ)
+	$(CXX) $(EMU_CXXFLAGS) -shared -Wl,-z,defs -o $@ $^ -lpthread
+$(CTESTS): $(EMULIB)
+# The fakes' own unit tests (against naive references, with stub runtimes of their own);
+# named cuda_host_* so tests/run.sh runs them with the other host programs.
+EMUTESTS := $(if $(CUDA_INC),$(BUILD)/tests/cuda_host_emu_blas $(BUILD)/tests/cuda_host_emu_cudnn)
+$(BUILD)/tests/cuda_host_emu_blas: tests/emu/test_emu_blas.cc tests/emu/emu_cublas.cc tests/cuda_host/host_check.h $(wildcard tests/emu/*.h tests/emu/cub/*)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -o $@ $(filter %.cc,$^)
+$(BUILD)/tests/cuda_host_emu_cudnn: tests/emu/test_emu_cudnn.cc tests/emu/test_emu_cudnn_rnn.cc $(filter tests/emu/emu_cudnn%,$(EMU_SRC)) \
+                                    $(wildcard tests/emu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -Wno-deprecated-declarations -o $@ $(filter %.cc,$^)
+$(CTESTS): $(EMUTESTS)
+.PRECIOUS: $(BUILD)/tests/emu/cu_%.cc
+
 # The mock CUDA backend (tests/c/mock_cuda.c): the whole tc_cuda_api table over host memory
 # and the same caching allocator, built with the C compiler on every machine. Point
 # TOCHA_CUDA_LIB at it to run CUDA code paths without a GPU (docs/cuda.md).

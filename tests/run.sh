@@ -47,6 +47,14 @@ c_suite "c (mock CUDA, CPU kernels)" env TOCHA_CUDA_LIB="$mock" TOCHA_CUDA_MOCK_
     TOCHA_CUDA_MOCK_CAPACITY=64M TOCHA_CUDA_MOCK_KERNELS=cpu \
     "$build/tests/ctest" cuda_dev_conformance cuda_dev_graph cuda_dev_devcheck
 
+# The CUDA emulator (tests/emu, built where the CUDA headers are): the backend's own kernels
+# and its cuBLAS / cuDNN / cub calls, compiled for the host, run the device tests.
+emu="$root/$build/tests/libtocha_cuda_emu.so"
+if [ -f "$emu" ]; then
+    c_suite "c (CUDA emulator)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=256M \
+        "$build/tests/ctest" cuda_dev
+fi
+
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.
 for prog in "$build"/tests/cuda_host_*; do
     [ -x "$prog" ] || continue
@@ -56,24 +64,34 @@ for prog in "$build"/tests/cuda_host_*; do
         tail -n 20 "$log"; echo "FAIL $prog"; failed=$((failed + 1)); fi
 done
 
-# busted specs (utfTerminal output ends with "N successes / N failures / N errors / N pending").
+# busted specs (utfTerminal output ends with "N successes / N failures / N errors / N pending"):
+# busted_count LABEL adds the counts of the run whose output is in $log.
+busted_count() {
+    b_line=$(grep -E '[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -n 1)
+    if [ -z "$b_line" ]; then
+        echo "run.sh: $1 crashed or printed no summary"
+        failed=$((failed + 1))
+    else
+        s=$(echo "$b_line" | sed -E 's/^([0-9]+) success.*/\1/')
+        f=$(echo "$b_line" | sed -E 's/.* ([0-9]+) failures?.*/\1/')
+        e=$(echo "$b_line" | sed -E 's/.* ([0-9]+) errors?.*/\1/')
+        passed=$((passed + s))
+        failed=$((failed + f + e))
+    fi
+}
 if [ -n "$ASAN" ]; then
     export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
     export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1"
 fi
 $busted --output=plainTerminal tests/lua 2>&1 | tee "$log"
-unset LD_PRELOAD
-b_line=$(grep -E '[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -n 1)
-if [ -z "$b_line" ]; then
-    echo "run.sh: busted crashed or printed no summary"
-    failed=$((failed + 1))
-else
-    s=$(echo "$b_line" | sed -E 's/^([0-9]+) success.*/\1/')
-    f=$(echo "$b_line" | sed -E 's/.* ([0-9]+) failures?.*/\1/')
-    e=$(echo "$b_line" | sed -E 's/.* ([0-9]+) errors?.*/\1/')
-    passed=$((passed + s))
-    failed=$((failed + f + e))
+busted_count "busted"
+# The CUDA specs again, their children over the CUDA emulator instead of the mock.
+if [ -f "$emu" ]; then
+    TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua tests/lua/cuda_stream_spec.lua \
+        tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
+    busted_count "busted (CUDA emulator)"
 fi
+unset LD_PRELOAD
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,6 +5,13 @@
 local H = {}
 
 H.MOCK = (os.getenv('TOCHA_BUILD') or 'build') .. '/tests/libtocha_cuda_mock.so'
+H.EMU = (os.getenv('TOCHA_BUILD') or 'build') .. '/tests/libtocha_cuda_emu.so'
+-- TOCHA_TEST_EMU set (tests/run.sh's second pass of the CUDA specs): the children run over
+-- the CUDA emulator (tests/emu: the real backend's kernels built for the host) instead of
+-- the mock. The few checks of the mock's own behaviour (an op it lacks falling back to the
+-- host, its test hooks) look at H.emu.
+H.emu = os.getenv('TOCHA_TEST_EMU') ~= nil
+H.BACKEND = H.emu and 'CUDA emulator' or 'mock backend'
 
 -- "<file>:<line>: " of the first line of file containing text (errors are raised at the
 -- line of the user's call).
@@ -17,15 +24,18 @@ function H.at(file, text)
    error('no line with ' .. text)
 end
 
--- Runs the child script over the mock; returns its values by key, and its whole output.
+-- Runs the child script over the mock (or the emulator); returns its values by key, and its
+-- whole output.
 -- env: more VAR=value words for the child (e.g. 'TOCHA_CUDA_MOCK_KERNELS=cpu').
 function H.run_child(child, env)
-   local f = io.open(H.MOCK, 'rb')
-   assert(f, H.MOCK .. ' is missing: build it with make ' .. H.MOCK)
+   local lib = H.emu and H.EMU or H.MOCK
+   local f = io.open(lib, 'rb')
+   assert(f, lib .. ' is missing: build it with make ' .. lib)
    f:close()
-   local p = assert(io.popen((env and env .. ' ' or '') .. 'TOCHA_CUDA_LIB=' .. H.MOCK
-      .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
-      .. 'luajit ' .. child .. ' 2>&1'))
+   local backend = os.getenv('TOCHA_TEST_EMU') and 'TOCHA_CUDA_LIB=' .. H.EMU .. ' TOCHA_CUDA_EMU_DEVICES=2 '
+      .. 'TOCHA_CUDA_EMU_CAPACITY=64M TOCHA_CUDA_EMU_LOG=/dev/null '
+      or 'TOCHA_CUDA_LIB=' .. H.MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
+   local p = assert(io.popen((env and env .. ' ' or '') .. backend .. 'luajit ' .. child .. ' 2>&1'))
    local out = p:read('*a')
    p:close()
    local got = {}

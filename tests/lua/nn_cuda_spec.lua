@@ -1,7 +1,8 @@
 -- tests/lua/nn_cuda_spec.lua -- every nn module and criterion on a CUDA device, against the
 -- CPU. The work runs in a child process (tests/lua/nn_cuda_child.lua) over the mock backend
 -- (build/tests/libtocha_cuda_mock.so, 2 devices), since the CUDA library state is per
--- process; on a machine with 2 GPUs it runs a second time over the real backend. For
+-- process, or, with TOCHA_TEST_EMU set, over the CUDA emulator (tests/emu); on a machine
+-- with 2 GPUs it runs a second time over the real backend. For
 -- each class of tests/lua/nn_catalog.lua the child builds the catalog
 -- instance on the CPU, copies it to the device (float64 with :type('torch.CudaDoubleTensor'):
 -- tolerance 1e-10; float32 with :cuda() against the CPU model after :float(): 1e-4), runs
@@ -174,8 +175,13 @@ local function backend(title, env, needs_mock)
    end)
 end
 
-backend('mock backend, 2 devices', 'TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=256M ',
-        true)
+if os.getenv('TOCHA_TEST_EMU') then -- tests/run.sh's pass over the CUDA emulator (tests/emu)
+   backend('CUDA emulator, 2 devices', 'TOCHA_CUDA_LIB=' .. build .. '/tests/libtocha_cuda_emu.so '
+           .. 'TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_LOG=/dev/null ', false)
+else
+   backend('mock backend, 2 devices', 'TOCHA_CUDA_LIB=' .. MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=256M ',
+           true)
+end
 -- a machine with 2 GPUs: the same checks over the real kernels (nn.GPU needs 2 devices);
 -- not when this process itself runs over another backend ($TOCHA_CUDA_LIB)
 if (os.getenv('TOCHA_CUDA_LIB') or '') == '' and torch.cuda.isAvailable() and torch.cuda.deviceCount() >= 2 then

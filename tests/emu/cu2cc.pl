@@ -1,0 +1,69 @@
+#!/usr/bin/perl
+# cu2cc.pl IN.cu OUT.cc -- rewrites a CUDA source for the emulator's host build (emu.h):
+#   name<targs><<<grid, block[, shmem[, stream]]>>>(args)
+#     -> emu::make_launcher([=](auto... a) { name<targs>(a...); }, "name<targs>", grid,
+#                           block[, shmem[, stream]])(args)
+#   extern __shared__ [__align__(n)] T name[];
+#     -> T *name = (T *)emu::dynamic_shared();
+# and starts the file with a #line so compiler messages name the .cu file's lines.
+# Nothing else changes: the rest is compiled as it is, with tests/emu/emu_device.h.
+use strict;
+use warnings;
+
+my ($in, $out) = @ARGV;
+die "usage: cu2cc.pl IN.cu OUT.cc\n" unless defined $out;
+open(my $fh, '<', $in) or die "cu2cc.pl: $in: $!\n";
+my $src = do { local $/; <$fh> };
+close $fh;
+
+# Walks back from position $at (just before "<<<") over the kernel's name: an identifier
+# (with ::) optionally followed by balanced <...>. Returns the start offset or -1.
+sub name_start {
+    my ($s, $at) = @_;
+    my $i = $at;
+    $i-- while $i > 0 && substr($s, $i - 1, 1) =~ /\s/;
+    if ($i > 0 && substr($s, $i - 1, 1) eq '>') {
+        my $depth = 0;
+        while ($i > 0) {
+            my $c = substr($s, --$i, 1);
+            $depth++ if $c eq '>';
+            $depth-- if $c eq '<';
+            last if $depth == 0;
+        }
+        return -1 if $depth != 0;
+        $i-- while $i > 0 && substr($s, $i - 1, 1) =~ /\s/;
+    }
+    my $end = $i;
+    $i-- while $i > 0 && substr($s, $i - 1, 1) =~ /[\w:]/;
+    return $i < $end ? $i : -1;
+}
+
+my $res = '';
+my $pos = 0;
+while ((my $open = index($src, '<<<', $pos)) >= 0) {
+    my $close = index($src, '>>>', $open);
+    my $start = name_start($src, $open);
+    if ($close < 0 || $start < $pos) { # not a launch (a comment's text, say): keep it
+        $res .= substr($src, $pos, $open + 3 - $pos);
+        $pos = $open + 3;
+        next;
+    }
+    my $name = substr($src, $start, $open - $start);
+    $name =~ s/\s+$//;
+    (my $plain = $name) =~ s/\s+/ /g;
+    $plain =~ s/"/\\"/g;
+    my $cfg = substr($src, $open + 3, $close - $open - 3);
+    # keep the line count: newlines the rewrite drops are put back after it
+    # a generic lambda: the kernel's template arguments, when not written, are deduced from
+    # the launch's arguments as nvcc deduces them
+    my $repl = "emu::make_launcher([=](auto... a) { $plain(a...); }, \"$plain\", $cfg)";
+    my $lost = (substr($src, $start, $close + 3 - $start) =~ tr/\n//) - ($repl =~ tr/\n//);
+    $res .= substr($src, $pos, $start - $pos) . $repl . ("\n" x ($lost > 0 ? $lost : 0));
+    $pos = $close + 3;
+}
+$res .= substr($src, $pos);
+$res =~ s/extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\w:]+)*?)\s+(\w+)\s*\[\s*\]\s*;/$1 *$2 = ($1 *)emu::dynamic_shared();/g;
+
+open(my $oh, '>', $out) or die "cu2cc.pl: $out: $!\n";
+print $oh "#line 1 \"$in\"\n", $res;
+close $oh;

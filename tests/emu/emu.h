@@ -1,0 +1,42 @@
+/* emu.h -- the CUDA emulator's shared interface (C++, tests only).
+ *
+ * The emulator builds the real CUDA backend (the .cu files of core/cuda) with the host's g++ into
+ * build/tests/libtocha_cuda_emu.so, so its kernels, launch configurations, stream and
+ * capture logic and cuBLAS/cuDNN/cub calls run on a machine without a GPU:
+ *   - device code: tests/emu/emu_device.h (thread indices, __syncthreads and warp shuffles
+ *     over fibers, atomics, intrinsics); `k<<<g, b, s, st>>>(...)` is rewritten by
+ *     tests/emu/cu2cc.pl into emu::launch(...) (emu_launch.h);
+ *   - the CUDA runtime (emu_runtime.cc): device memory is host memory, registered so
+ *     that every pointer a library call receives is checked against the live allocations;
+ *     work runs synchronously in stream order, or is recorded while a stream captures and
+ *     run at cudaGraphLaunch;
+ *   - cuBLAS, cub and cuDNN (emu_cublas.cc, cub/cub.cuh, emu_cudnn.cc): plain loops that
+ *     follow the libraries' documented semantics, with their documented argument checks.
+ * It is NOT a model of GPU timing or of memory ordering between streams; it exists to run
+ * the index math, the API usage and the host logic of code written without a GPU.
+ */
+#ifndef TC_EMU_H
+#define TC_EMU_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <functional>
+
+namespace emu {
+
+/* Runs work in order on stream s: at once, or, while s captures a graph, when the graph is
+ * launched. cuBLAS/cuDNN/cub calls put their computation here after checking arguments
+ * (so a captured gemm runs at replay, as on a GPU). `what` names it in diagnostics. */
+void enqueue(cudaStream_t s, const char *what, std::function<void()> work);
+
+/* Whether [p, p + nbytes) lies inside one live device allocation (cudaMalloc). On failure
+ * prints "emu: <what>: ..." to stderr (the pointer, the size, the nearest allocation) and
+ * returns false; the caller then returns its library's invalid-value status. */
+bool device_range(const void *p, size_t nbytes, const char *what);
+
+/* Prints "emu: " + the message to stderr (diagnostics that are not errors of the call). */
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+} // namespace emu
+
+#endif

@@ -1,0 +1,51 @@
+/* emu_launch.h -- kernel launches in the emulator (emu.h): tests/emu/cu2cc.pl turns
+ * `k<<<grid, block, shmem, stream>>>(args)` into
+ * `emu::make_launcher([=](auto... a) { k(a...); }, "k", grid, block, shmem, stream)(args)`.
+ * The arguments are copied at the launch (as CUDA copies them into the launch) and kept
+ * with the work, so a captured launch replays with the values it was captured with; the
+ * lambda converts them to the kernel's parameters, deducing template arguments like nvcc.
+ */
+#ifndef TC_EMU_LAUNCH_H
+#define TC_EMU_LAUNCH_H
+
+#include <cuda_runtime.h>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace emu {
+
+/* Checks the configuration as cudaLaunchKernel would (an error goes where cudaGetLastError
+ * finds it), then queues the grid on stream s: every block in turn, its threads as fibers
+ * each calling thread_body (emu_sched.cc). */
+void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                 std::function<void()> thread_body);
+/* The running block's dynamic shared memory (`extern __shared__ T x[]`). */
+void *dynamic_shared();
+
+template <class K> struct launcher {
+    K call; /* calls the kernel with the launch's arguments */
+    const char *name;
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+
+    template <class... A> void operator()(A &&...a) const
+    {
+        auto args = std::make_shared<std::tuple<std::decay_t<A>...>>(std::forward<A>(a)...);
+        K k = call;
+        launch_grid(name, grid, block, shmem, stream, [k, args] { std::apply(k, *args); });
+    }
+};
+
+template <class K>
+launcher<K> make_launcher(K call, const char *name, dim3 grid, dim3 block, size_t shmem = 0, cudaStream_t stream = 0)
+{
+    return launcher<K>{call, name, grid, block, shmem, stream};
+}
+
+} // namespace emu
+
+#endif

@@ -1,0 +1,688 @@
+/* emu_runtime.cc -- the CUDA runtime calls tocha's backend makes, over host memory, for
+ * the CUDA emulator (emu.h). Defined against the real <cuda_runtime_api.h> declarations.
+ *
+ * What it models, because that is where code written without a GPU goes wrong:
+ *   - device memory is a registry of allocations: every copy, memset and library call
+ *     checks that its device ranges lie inside live allocations, and that a copy's kind
+ *     matches where its pointers are; new memory is filled with 0xff (NaN, -1), so a read
+ *     of memory nobody wrote shows up in the results;
+ *   - stream capture: work queued on a capturing stream is recorded, not run, and runs at
+ *     each cudaGraphLaunch; a stream joins a capture by waiting on an event recorded in it;
+ *     calls CUDA forbids while a thread captures (cudaFree, synchronous copies, synchronize,
+ *     queries) fail with cudaErrorStreamCaptureUnsupported and invalidate the
+ *     capture, as they do on a GPU; a copy from pageable host memory cannot be captured;
+ *   - launch configurations (emu_sched.cc) and a kernel on another device's stream.
+ * What it does not model: timing, concurrency between streams (all work runs in the order
+ * it is queued, at once), peer access. Devices: TOCHA_CUDA_EMU_DEVICES (default 1), each
+ * with TOCHA_CUDA_EMU_CAPACITY bytes (K/M/G suffixes; default 2G) and 2 SMs (small grids
+ * keep emulated launches fast). Diagnostics ("emu: ...") go to stderr or to the file
+ * $TOCHA_CUDA_EMU_LOG.
+ */
+#include "emu.h"
+#include "emu_internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct work_item {
+    std::string what;
+    std::function<void()> run;
+};
+
+struct emu_stream;
+
+struct capture {
+    int dev;
+    cudaStreamCaptureMode mode;
+    std::thread::id owner;
+    bool invalid = false;
+    emu_stream *origin;
+    std::vector<work_item> work;
+};
+
+struct emu_stream {
+    int dev;
+    unsigned flags;
+    capture *cap = nullptr;
+    size_t last_work = 0; /* work.size() after this stream's last capture item */
+    size_t joined = 0;    /* the origin has waited for this stream's work up to here */
+};
+
+struct emu_event {
+    int dev;
+    unsigned flags;
+    bool recorded = false;
+    capture *cap = nullptr; /* recorded into a capture still open */
+    emu_stream *src = nullptr;
+    size_t seq = 0;
+    double when = 0;
+};
+
+struct emu_graph {
+    std::vector<work_item> work;
+};
+
+struct allocation {
+    size_t bytes;
+    int dev;
+};
+
+std::mutex g_mu;   /* the registries below */
+std::mutex g_exec; /* one piece of work runs at a time (emu_sched.cc relies on it) */
+std::map<uintptr_t, allocation> g_device, g_pinned;
+std::set<emu_stream *> g_streams;
+std::set<emu_event *> g_events;
+std::set<capture *> g_captures;
+size_t g_used[16];
+thread_local int t_dev;
+thread_local cudaError_t t_error = cudaSuccess;
+
+size_t parse_bytes(const char *s, size_t dflt)
+{
+    if (!s || !*s) return dflt;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'K' || *end == 'k') v *= 1024.0;
+    else if (*end == 'M' || *end == 'm') v *= 1024.0 * 1024.0;
+    else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024.0 * 1024.0;
+    return v > 0 ? (size_t)v : dflt;
+}
+int ndevices()
+{
+    static int n = [] {
+        const char *s = getenv("TOCHA_CUDA_EMU_DEVICES");
+        int v = s ? atoi(s) : 1;
+        return v < 1 ? 1 : v > 16 ? 16 : v;
+    }();
+    return n;
+}
+size_t capacity()
+{
+    static size_t c = parse_bytes(getenv("TOCHA_CUDA_EMU_CAPACITY"), (size_t)2 << 30);
+    return c;
+}
+double now_ms()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cudaError_t fail(cudaError_t e, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    emu::note("%s", msg);
+    t_error = e;
+    return e;
+}
+
+/* The allocation of reg containing [p, p+n), or end(). Called with g_mu held. */
+std::map<uintptr_t, allocation>::iterator find_range(std::map<uintptr_t, allocation> &reg, const void *p, size_t n)
+{
+    auto it = reg.upper_bound((uintptr_t)p);
+    if (it == reg.begin()) return reg.end();
+    --it;
+    uintptr_t a = (uintptr_t)p;
+    if (a < it->first || a - it->first > it->second.bytes || n > it->second.bytes - (a - it->first)) return reg.end();
+    return it;
+}
+bool is_device(const void *p) { return find_range(g_device, p, 1) != g_device.end(); }
+bool is_pinned(const void *p, size_t n) { return find_range(g_pinned, p, n ? n : 1) != g_pinned.end(); }
+
+/* Called with g_mu held: whether this thread may not make a call that can wait for the
+ * device, per CUDA's capture modes; if so the captures concerned are invalidated. */
+bool forbidden_locked(const char *what)
+{
+    bool no = false;
+    for (capture *c : g_captures) {
+        bool mine = c->owner == std::this_thread::get_id();
+        if ((mine && c->mode != cudaStreamCaptureModeRelaxed) || (!mine && c->mode == cudaStreamCaptureModeGlobal)) {
+            c->invalid = true;
+            no = true;
+        }
+    }
+    if (no) fail(cudaErrorStreamCaptureUnsupported, "%s while a stream captures (this invalidates the capture)", what);
+    return no;
+}
+bool forbidden(const char *what)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    return forbidden_locked(what);
+}
+
+/* Resolves a stream handle: the legacy/per-thread default streams are NULL here. */
+bool resolve(cudaStream_t s, emu_stream **out, const char *what)
+{
+    *out = nullptr;
+    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return true;
+    std::lock_guard<std::mutex> l(g_mu);
+    if (!g_streams.count((emu_stream *)s)) {
+        fail(cudaErrorInvalidResourceHandle, "%s: stream %p is not a live stream", what, (void *)s);
+        return false;
+    }
+    *out = (emu_stream *)s;
+    return true;
+}
+
+void run_now(const char *what, const std::function<void()> &work)
+{
+    (void)what;
+    std::lock_guard<std::mutex> l(g_exec);
+    work();
+}
+
+cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync)
+{
+    const char *what = sync ? "cudaMemcpy" : "cudaMemcpyAsync";
+    if (sync && forbidden(what)) return cudaErrorStreamCaptureUnsupported;
+    if (n == 0) return cudaSuccess;
+    bool ddst, dsrc, pinned_host;
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        ddst = is_device(dst);
+        dsrc = is_device(src);
+        if (kind == cudaMemcpyDefault) kind = ddst ? (dsrc ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                   : (dsrc ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+        pinned_host = kind == cudaMemcpyHostToDevice ? is_pinned(src, n)
+                      : kind == cudaMemcpyDeviceToHost ? is_pinned(dst, n) : true;
+    }
+    bool want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (want_dst && !emu::device_range(dst, n, what)) return t_error = cudaErrorInvalidValue;
+    if (want_src && !emu::device_range(src, n, what)) return t_error = cudaErrorInvalidValue;
+    if ((!want_dst && ddst) || (!want_src && dsrc))
+        return fail(cudaErrorInvalidValue, "%s: kind %d but %s is device memory", what, (int)kind,
+                    (!want_dst && ddst) ? "the destination" : "the source");
+    emu_stream *st;
+    if (!resolve(s, &st, what)) return t_error;
+    if (st && st->cap && !pinned_host)
+        return fail(cudaErrorStreamCaptureUnsupported, "%s of %zu bytes from pageable host memory cannot be captured",
+                    what, n);
+    emu::enqueue(s, what, [dst, src, n] { memmove(dst, src, n); });
+    return t_error == cudaErrorStreamCaptureInvalidated ? t_error : cudaSuccess;
+}
+
+} // namespace
+
+/* ---- the emulator's interface (emu.h, emu_internal.h) ------------------------------------ */
+namespace emu {
+
+/* To stderr, or appended to the file $TOCHA_CUDA_EMU_LOG (a child whose stdout is parsed
+ * keeps its output clean that way). */
+void note(const char *fmt, ...)
+{
+    static std::mutex mu;
+    std::lock_guard<std::mutex> l(mu);
+    const char *path = getenv("TOCHA_CUDA_EMU_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : nullptr;
+    FILE *out = f ? f : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("emu: ", out);
+    vfprintf(out, fmt, ap);
+    fputc('\n', out);
+    va_end(ap);
+    if (f) fclose(f);
+}
+
+void set_error(cudaError_t e) { t_error = e; }
+
+bool device_range(const void *p, size_t n, const char *what)
+{
+    if (n == 0) return true;
+    std::lock_guard<std::mutex> l(g_mu);
+    if (find_range(g_device, p, n) != g_device.end()) return true;
+    auto it = g_device.upper_bound((uintptr_t)p);
+    if (it != g_device.begin()) {
+        --it;
+        note("%s: %zu bytes at %p are not inside device memory (nearest allocation below: %zu bytes at %p, "
+             "the range starts %td bytes into it)",
+             what, n, p, it->second.bytes, (void *)it->first, (ptrdiff_t)((uintptr_t)p - it->first));
+    } else {
+        note("%s: %zu bytes at %p are not inside device memory", what, n, p);
+    }
+    return false;
+}
+
+void enqueue(cudaStream_t s, const char *what, std::function<void()> work)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, what)) return;
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        if (!st) { /* the legacy stream synchronises with blocking streams: one capturing is an error */
+            for (capture *c : g_captures)
+                for (emu_stream *x : g_streams)
+                    if (x->cap == c && !(x->flags & cudaStreamNonBlocking)) {
+                        c->invalid = true;
+                        fail(cudaErrorStreamCaptureImplicit, "%s on the legacy stream while blocking stream %p captures",
+                             what, (void *)x);
+                        return;
+                    }
+        } else if (st->cap) {
+            st->cap->work.push_back(work_item{what, std::move(work)});
+            st->last_work = st->cap->work.size();
+            return;
+        }
+    }
+    run_now(what, work);
+}
+
+void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, what)) return;
+    if (st && st->dev != t_dev) {
+        fail(cudaErrorInvalidResourceHandle, "kernel %s: stream of device %d launched on device %d", what, st->dev,
+             t_dev);
+        return;
+    }
+    enqueue(s, what, std::move(work));
+}
+
+} // namespace emu
+
+/* ---- devices ------------------------------------------------------------------------------- */
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = ndevices();
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev)
+{
+    if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): %d device(s)", dev, ndevices());
+    t_dev = dev;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *dev)
+{
+    *dev = t_dev;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev)
+{
+    if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d)", dev);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "tocha CUDA emulator (host)");
+    p->totalGlobalMem = capacity();
+    p->sharedMemPerBlock = 48 * 1024;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 0x7fffffff;
+    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 2;
+    p->unifiedAddressing = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev)
+{
+    if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute(device %d)", dev);
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *v = 2; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)attr);
+    }
+}
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void)
+{
+    return forbidden("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = t_error;
+    t_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return t_error; }
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+#define EMU_NAME(x)                                                                                                   \
+    case x: return #x;
+        EMU_NAME(cudaSuccess) EMU_NAME(cudaErrorInvalidValue) EMU_NAME(cudaErrorMemoryAllocation)
+        EMU_NAME(cudaErrorInvalidConfiguration) EMU_NAME(cudaErrorInvalidDevice) EMU_NAME(cudaErrorInvalidResourceHandle)
+        EMU_NAME(cudaErrorLaunchFailure) EMU_NAME(cudaErrorNotReady) EMU_NAME(cudaErrorIllegalState)
+        EMU_NAME(cudaErrorStreamCaptureUnsupported) EMU_NAME(cudaErrorStreamCaptureInvalidated)
+        EMU_NAME(cudaErrorStreamCaptureImplicit) EMU_NAME(cudaErrorStreamCaptureUnjoined)
+        EMU_NAME(cudaErrorStreamCaptureIsolation) EMU_NAME(cudaErrorStreamCaptureUnmatched)
+#undef EMU_NAME
+    default: return "cudaErrorUnknown";
+    }
+}
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorStreamCaptureUnjoined: return "capture was not joined";
+    default: return "unknown error";
+    }
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+/* Allowed while capturing (it is not captured: the memory exists at once), as PyTorch's
+ * caching allocator relies on when it grows a graph's private pool during a capture. */
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    *p = nullptr;
+    if (g_used[t_dev] + n > capacity())
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: %zu of %zu bytes in use", n, t_dev,
+                    g_used[t_dev], capacity());
+    size_t bytes = n ? n : 1;
+    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!m) return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): host out of memory", n);
+    memset(m, 0xff, bytes);
+    g_device[(uintptr_t)m] = allocation{bytes, t_dev};
+    g_used[t_dev] += bytes;
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (forbidden_locked("cudaFree")) return cudaErrorStreamCaptureUnsupported;
+    if (!p) return cudaSuccess;
+    auto it = g_device.find((uintptr_t)p);
+    if (it == g_device.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
+    g_used[it->second.dev] -= it->second.bytes;
+    g_device.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (forbidden_locked("cudaHostAlloc")) return cudaErrorStreamCaptureUnsupported;
+    size_t bytes = n ? n : 1;
+    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!m) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc(%zu)", n);
+    g_pinned[(uintptr_t)m] = allocation{bytes, -1};
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (forbidden_locked("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
+    if (!p) return cudaSuccess;
+    auto it = g_pinned.find((uintptr_t)p);
+    if (it == g_pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not page-locked memory", p);
+    g_pinned.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    memset(a, 0, sizeof *a);
+    auto d = find_range(g_device, p, 1);
+    if (d != g_device.end()) {
+        a->type = cudaMemoryTypeDevice;
+        a->device = d->second.dev;
+        a->devicePointer = (void *)p;
+    } else if (is_pinned(p, 1)) {
+        a->type = cudaMemoryTypeHost;
+        a->hostPointer = a->devicePointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s)
+{
+    return copy_checked(dst, src, n, kind, s, false);
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    return copy_checked(dst, src, n, kind, nullptr, true);
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    if (!emu::device_range(p, n, "cudaMemsetAsync")) return t_error = cudaErrorInvalidValue;
+    emu::enqueue(s, "cudaMemsetAsync", [p, v, n] { memset(p, v, n); });
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    if (forbidden("cudaMemset")) return cudaErrorStreamCaptureUnsupported;
+    return cudaMemsetAsync(p, v, n, nullptr);
+}
+
+/* ---- streams and events ------------------------------------------------------------------------ */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    emu_stream *st = new emu_stream{t_dev, flags};
+    std::lock_guard<std::mutex> l(g_mu);
+    g_streams.insert(st);
+    *s = (cudaStream_t)st;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_stream *st = (emu_stream *)s;
+    if (!g_streams.count(st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a live stream", (void *)s);
+    if (st->cap) return fail(cudaErrorIllegalState, "cudaStreamDestroy(%p): the stream is capturing", (void *)s);
+    g_streams.erase(st);
+    delete st;
+    return cudaSuccess;
+}
+/* Waiting for a stream: work already ran; only capture makes it an error. */
+static cudaError_t wait_stream(cudaStream_t s, const char *what)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, what)) return t_error;
+    std::lock_guard<std::mutex> l(g_mu);
+    if (st && st->cap) {
+        st->cap->invalid = true;
+        return fail(cudaErrorStreamCaptureUnsupported, "%s of a capturing stream", what);
+    }
+    return forbidden_locked(what) ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return wait_stream(s, "cudaStreamSynchronize"); }
+cudaError_t cudaStreamQuery(cudaStream_t s) { return wait_stream(s, "cudaStreamQuery"); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    emu_event *ev = new emu_event{t_dev, flags};
+    std::lock_guard<std::mutex> l(g_mu);
+    g_events.insert(ev);
+    *e = (cudaEvent_t)ev;
+    return cudaSuccess;
+}
+static emu_event *live_event(cudaEvent_t e, const char *what)
+{
+    if (g_events.count((emu_event *)e)) return (emu_event *)e;
+    fail(cudaErrorInvalidResourceHandle, "%s: event %p is not a live event", what, (void *)e);
+    return nullptr;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_event *ev = live_event(e, "cudaEventDestroy");
+    if (!ev) return t_error;
+    g_events.erase(ev);
+    delete ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, "cudaEventRecord")) return t_error;
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_event *ev = live_event(e, "cudaEventRecord");
+    if (!ev) return t_error;
+    ev->recorded = true;
+    ev->cap = st ? st->cap : nullptr;
+    ev->src = st;
+    ev->seq = ev->cap ? ev->cap->work.size() : 0;
+    ev->when = now_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, "cudaStreamWaitEvent")) return t_error;
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_event *ev = live_event(e, "cudaStreamWaitEvent");
+    if (!ev) return t_error;
+    capture *c = ev->cap && g_captures.count(ev->cap) ? ev->cap : nullptr;
+    if (!c) return cudaSuccess; /* the work it marks has run */
+    if (!st) {
+        c->invalid = true;
+        return fail(cudaErrorStreamCaptureImplicit, "cudaStreamWaitEvent: the legacy stream waits on a capture");
+    }
+    if (st->cap && st->cap != c) {
+        c->invalid = st->cap->invalid = true;
+        return fail(cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent: joins two captures");
+    }
+    if (!st->cap) st->cap = c;                                   /* fork: s joins the capture */
+    if (ev->src && ev->src != st && ev->src->cap == c) ev->src->joined = ev->seq; /* join */
+    return cudaSuccess;
+}
+static cudaError_t event_wait(cudaEvent_t e, const char *what)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_event *ev = live_event(e, what);
+    if (!ev) return t_error;
+    if (ev->cap && g_captures.count(ev->cap)) {
+        ev->cap->invalid = true;
+        return fail(cudaErrorStreamCaptureUnsupported, "%s of an event recorded in a capture", what);
+    }
+    return forbidden_locked(what) ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return event_wait(e, "cudaEventSynchronize"); }
+cudaError_t cudaEventQuery(cudaEvent_t e) { return event_wait(e, "cudaEventQuery"); }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    emu_event *x = live_event(a, "cudaEventElapsedTime"), *y = x ? live_event(b, "cudaEventElapsedTime") : nullptr;
+    if (!y) return t_error;
+    if ((x->flags | y->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created without timing");
+    if (!x->recorded || !y->recorded || x->cap || y->cap)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was not recorded outside a capture");
+    *ms = (float)(y->when - x->when);
+    return cudaSuccess;
+}
+
+/* ---- capture and graphs ------------------------------------------------------------------------- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    emu_stream *st;
+    if (!resolve(s, &st, "cudaStreamBeginCapture")) return t_error;
+    if (!st) return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture on the legacy stream");
+    std::lock_guard<std::mutex> l(g_mu);
+    if (st->cap) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: stream %p already captures", (void *)s);
+    capture *c = new capture{st->dev, mode, std::this_thread::get_id(), false, st, {}};
+    st->cap = c;
+    st->last_work = st->joined = 0;
+    g_captures.insert(c);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    emu_stream *st;
+    *g = nullptr;
+    if (!resolve(s, &st, "cudaStreamEndCapture")) return t_error;
+    std::lock_guard<std::mutex> l(g_mu);
+    if (!st || !st->cap) return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream does not capture");
+    capture *c = st->cap;
+    if (c->origin != st) {
+        c->invalid = true;
+        return fail(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture on a stream that joined the capture");
+    }
+    cudaError_t e = c->invalid ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+    for (emu_stream *x : g_streams)
+        if (x->cap == c) {
+            if (x != st && x->last_work > x->joined && e == cudaSuccess)
+                e = fail(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture: stream %p forked into the capture and "
+                                                         "was not joined back", (void *)x);
+            x->cap = nullptr;
+        }
+    for (emu_event *ev : g_events)
+        if (ev->cap == c) ev->cap = nullptr;
+    g_captures.erase(c);
+    if (e == cudaSuccess) *g = (cudaGraph_t) new emu_graph{std::move(c->work)};
+    else if (e == cudaErrorStreamCaptureInvalidated) t_error = e;
+    delete c;
+    return e;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long)
+{
+    if (!g) return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: no graph");
+    *exec = (cudaGraphExec_t) new emu_graph{((emu_graph *)g)->work};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    if (!exec) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: no graph");
+    cudaError_t before = t_error;
+    t_error = cudaSuccess;
+    for (const work_item &w : ((emu_graph *)exec)->work) emu::enqueue(s, w.what.c_str(), w.run);
+    cudaError_t e = t_error; /* a kernel of the graph failed: said here, not at the next sync */
+    t_error = e == cudaSuccess ? before : cudaSuccess;
+    return e;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    delete (emu_graph *)g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+    delete (emu_graph *)e;
+    return cudaSuccess;
+}

@@ -1,0 +1,254 @@
+/* emu_sched.cc -- runs a kernel's grid on the host for the CUDA emulator (emu.h).
+ *
+ * Blocks run one after another. The threads of a block are fibers (ucontext) on the
+ * calling OS thread: each runs until it finishes or waits, at __syncthreads (for the whole
+ * block) or a warp shuffle (for its warp); when every live thread of the block, or of a
+ * warp, waits, they are released together. Threads that have returned count as arrived, as
+ * on a GPU since Volta. If nothing can be released (a barrier that part of a block never
+ * reaches, a shuffle against a block barrier), the launch is reported failed and the block
+ * abandoned: on a GPU that would be a hang or undefined behaviour.
+ *
+ * One grid runs at a time in the process (g_exec in emu_runtime.cc serialises all work),
+ * which is what makes `__shared__` as `static`, the global thread indices and plain-update
+ * atomics correct.
+ *
+ * Under AddressSanitizer the stack switches are announced to it (the fiber API of
+ * sanitizer/common_interface_defs.h), so kernels' memory accesses are checked too.
+ */
+#include "emu.h"
+#include "emu_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#define STACK_BYTES ((size_t)512 << 10)
+#else
+#define STACK_BYTES ((size_t)128 << 10)
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+namespace {
+
+enum fiber_state { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, FINISHED };
+
+struct fiber {
+    ucontext_t ctx;
+    char *stack;
+    fiber_state state;
+    uint3 idx;
+};
+
+constexpr int MAX_THREADS = 1024;
+constexpr size_t MAX_EXCHANGE = 16; /* bytes a shuffle moves: up to a 16-byte type */
+
+fiber g_fiber[MAX_THREADS];
+int g_nthreads;
+int g_cur; /* the running fiber */
+ucontext_t g_sched;
+const std::function<void()> *g_body;
+unsigned char g_exchange[MAX_THREADS][MAX_EXCHANGE];
+std::vector<unsigned char> g_dynamic; /* dynamic shared memory of the running launch */
+
+#ifdef EMU_ASAN
+void *g_fake_stack;         /* the scheduler's fake stack while a fiber runs */
+const void *g_sched_bottom; /* the scheduler's stack, learnt at the first switch */
+size_t g_sched_size;
+#endif
+
+/* Switches from the scheduler to fiber i and back. */
+void resume(int i)
+{
+    g_cur = i;
+    threadIdx = g_fiber[i].idx;
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&g_fake_stack, g_fiber[i].stack, STACK_BYTES);
+#endif
+    swapcontext(&g_sched, &g_fiber[i].ctx);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(g_fake_stack, nullptr, nullptr);
+#endif
+}
+
+/* Switches from the running fiber to the scheduler (finished: it never comes back). */
+void yield(bool finished)
+{
+#ifdef EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(finished ? nullptr : &fake, g_sched_bottom, g_sched_size);
+#endif
+    swapcontext(&g_fiber[g_cur].ctx, &g_sched);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, &g_sched_bottom, &g_sched_size);
+#endif
+    (void)finished;
+}
+
+void fiber_main()
+{
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &g_sched_bottom, &g_sched_size);
+#endif
+    (*g_body)();
+    g_fiber[g_cur].state = FINISHED;
+    yield(true);
+}
+
+bool stacks_ready()
+{
+    static bool ready;
+    if (ready) return true;
+    for (int i = 0; i < MAX_THREADS; i++) {
+        void *p = mmap(nullptr, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return false;
+        g_fiber[i].stack = (char *)p;
+    }
+    return ready = true;
+}
+
+/* Releases the waiters of every barrier whose participants have all arrived; false when
+ * none could be released. */
+bool release_barriers()
+{
+    bool released = false;
+    int live = 0, at_block = 0;
+    for (int i = 0; i < g_nthreads; i++) {
+        live += g_fiber[i].state != FINISHED;
+        at_block += g_fiber[i].state == AT_BLOCK_BARRIER;
+    }
+    if (live > 0 && at_block == live) {
+        for (int i = 0; i < g_nthreads; i++)
+            if (g_fiber[i].state == AT_BLOCK_BARRIER) g_fiber[i].state = RUNNABLE;
+        return true;
+    }
+    for (int w = 0; w < g_nthreads; w += 32) {
+        int end = w + 32 < g_nthreads ? w + 32 : g_nthreads, wlive = 0, waiting = 0;
+        for (int i = w; i < end; i++) {
+            wlive += g_fiber[i].state != FINISHED;
+            waiting += g_fiber[i].state == AT_WARP_BARRIER;
+        }
+        if (wlive > 0 && waiting == wlive) {
+            for (int i = w; i < end; i++)
+                if (g_fiber[i].state == AT_WARP_BARRIER) g_fiber[i].state = RUNNABLE;
+            released = true;
+        }
+    }
+    return released;
+}
+
+/* Runs one block; false (with the reason printed) if its threads deadlock. */
+bool run_block(const char *name)
+{
+    for (int i = 0; i < g_nthreads; i++) {
+        fiber &f = g_fiber[i];
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = STACK_BYTES;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, fiber_main, 0);
+        f.state = RUNNABLE;
+        f.idx = uint3{(unsigned)(i % blockDim.x), (unsigned)(i / blockDim.x % blockDim.y),
+                      (unsigned)(i / (blockDim.x * blockDim.y))};
+    }
+    for (;;) {
+        for (int i = 0; i < g_nthreads; i++)
+            if (g_fiber[i].state == RUNNABLE) resume(i);
+        bool live = false;
+        for (int i = 0; i < g_nthreads && !live; i++) live = g_fiber[i].state != FINISHED;
+        if (!live) return true;
+        if (!release_barriers()) {
+            int at_block = 0, at_warp = 0, done = 0;
+            for (int i = 0; i < g_nthreads; i++) {
+                at_block += g_fiber[i].state == AT_BLOCK_BARRIER;
+                at_warp += g_fiber[i].state == AT_WARP_BARRIER;
+                done += g_fiber[i].state == FINISHED;
+            }
+            emu::note("kernel %s, block (%u,%u,%u): threads deadlock: %d at __syncthreads, %d at a warp "
+                      "shuffle, %d returned",
+                      name, blockIdx.x, blockIdx.y, blockIdx.z, at_block, at_warp, done);
+            return false;
+        }
+    }
+}
+
+/* Runs the whole grid (called with g_exec held). */
+void run_grid(const char *name, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body)
+{
+    if (!stacks_ready()) {
+        emu::note("kernel %s: cannot map fiber stacks", name);
+        emu::set_error(cudaErrorMemoryAllocation);
+        return;
+    }
+    gridDim = grid;
+    blockDim = block;
+    g_nthreads = (int)(block.x * block.y * block.z);
+    g_body = &body;
+    g_dynamic.assign(shmem ? shmem : 1, 0xa5); /* not zero: a read before a write shows */
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                blockIdx = uint3{x, y, z};
+                if (!run_block(name)) {
+                    emu::set_error(cudaErrorLaunchFailure);
+                    return;
+                }
+            }
+}
+
+} // namespace
+
+namespace emu {
+
+void block_barrier()
+{
+    g_fiber[g_cur].state = AT_BLOCK_BARRIER;
+    yield(false);
+}
+
+int lane() { return g_cur % 32; }
+
+void warp_exchange(const void *mine, void *out, int src, size_t bytes)
+{
+    int base = g_cur / 32 * 32;
+    memcpy(g_exchange[g_cur], mine, bytes < MAX_EXCHANGE ? bytes : MAX_EXCHANGE);
+    g_fiber[g_cur].state = AT_WARP_BARRIER;
+    yield(false);
+    memcpy(out, g_exchange[base + src], bytes < MAX_EXCHANGE ? bytes : MAX_EXCHANGE);
+    g_fiber[g_cur].state = AT_WARP_BARRIER; /* nobody overwrites a slot before all have read */
+    yield(false);
+}
+
+void *dynamic_shared() { return g_dynamic.data(); }
+
+void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body)
+{
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+        threads > MAX_THREADS || block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
+        note("kernel %s: invalid configuration: grid (%u,%u,%u), block (%u,%u,%u)", name, grid.x, grid.y, grid.z,
+             block.x, block.y, block.z);
+        set_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (shmem > 48 * 1024) { /* more needs cudaFuncSetAttribute, which tocha does not call */
+        note("kernel %s: %zu bytes of dynamic shared memory (at most 49152 without opting in)", name, shmem);
+        set_error(cudaErrorInvalidValue);
+        return;
+    }
+    enqueue_kernel(s, name, [name, grid, block, shmem, body] { run_grid(name, grid, block, shmem, body); });
+}
+
+} // namespace emu
