@@ -17,9 +17,8 @@
  *
  * dtypes: f32 (exact FP32 unless set_flag(TF32): CUBLAS_COMPUTE_32F_FAST_TF32), f64,
  * f16 / bf16 with FP32 accumulation and reductions (rounded once at the store, as the CPU
- * computes in f32), except addbmm's sum over the batch: one cublasGemmEx per matrix into
- * the half-type result, so it is rounded after each matrix (the CPU rounds once; found by
- * the emulator, tests/emu: one bf16 unit apart at 16). Integer dtypes (u8 i8 i16 i32 i64) run a plain kernel with the CPU's
+ * computes in f32; addbmm sums its batch into a float32 scratch C, then rounds: a half C
+ * would be rounded after every matrix, which the emulator, tests/emu, showed). Integer dtypes (u8 i8 i16 i32 i64) run a plain kernel with the CPU's
  * wrapping 64-bit arithmetic (int_product), bit-identical to the CPU.
  * Handles: one per (device, concurrent caller), kept in a small per-device pool, since a
  * cuBLAS handle must not be used by two threads at once.
@@ -190,7 +189,7 @@ static bool types_of(int dt, gemm_types *g)
 /* One planned call over `batch` matrices (sum: added into one C in batch order, the first
  * weighted by beta, the rest by 1). */
 static tc_status run_gemm(cublasHandle_t h, const gemm_types *ty, int64_t es, const mm_call *g, int64_t batch,
-                          bool sum, double alpha, double beta, const char *op)
+                          bool sum, double alpha, double beta, cudaDataType_t ctype, const char *op)
 {
     cublasOperation_t ta = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     float fa = (float)alpha, fb = (float)beta, one_f = 1;
@@ -200,14 +199,14 @@ static tc_status run_gemm(cublasHandle_t h, const gemm_types *ty, int64_t es, co
     if (!sum && batch > 1) {
         const void *pb = ty->dbl ? (const void *)&beta : &fb;
         st = cublasGemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, pa, g->a, ty->t, (int)g->lda, g->sa, g->b, ty->t,
-                                        (int)g->ldb, g->sb, pb, g->c, ty->t, (int)g->ldc, g->sc, (int)batch, ty->ct,
+                                        (int)g->ldb, g->sb, pb, g->c, ctype, (int)g->ldc, g->sc, (int)batch, ty->ct,
                                         CUBLAS_GEMM_DEFAULT);
         return st == CUBLAS_STATUS_SUCCESS ? TC_OK : blas_fail(st, op, "cublasGemmStridedBatchedEx");
     }
     for (int64_t i = 0; i < batch; i++) {
         const void *pb = i > 0 ? (ty->dbl ? (const void *)&one_d : &one_f) : ty->dbl ? (const void *)&beta : &fb;
         st = cublasGemmEx(h, ta, tb, g->m, g->n, g->k, pa, g->a + i * g->sa * es, ty->t, (int)g->lda,
-                          g->b + i * g->sb * es, ty->t, (int)g->ldb, pb, g->c, ty->t, (int)g->ldc, ty->ct,
+                          g->b + i * g->sb * es, ty->t, (int)g->ldb, pb, g->c, ctype, (int)g->ldc, ty->ct,
                           CUBLAS_GEMM_DEFAULT);
         if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(st, op, "cublasGemmEx");
     }
@@ -251,6 +250,14 @@ static tc_status run_int(int dt, const mm_mat &a, const mm_mat &b, const mm_mat 
 
 static bool is_int(int dt) { return dt == TC_U8 || dt == TC_I8 || dt == TC_I16 || dt == TC_I32 || dt == TC_I64; }
 
+/* dst = src converted to dst's dtype (the copy op's kernels); op names the call. */
+static tc_status convert_view(int dev, int op, const tc_cuda_view *dst, const tc_cuda_view *src)
+{
+    tc_cuda_call cc = {};
+    cc.op = op, cc.nin = 1, cc.in = src, cc.nout = 1, cc.out[0] = *dst;
+    return cu_op_convert(dev, &cc);
+}
+
 tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
 {
     const char *op = cu_op_name(c->op);
@@ -278,7 +285,7 @@ tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
     int64_t batch = A.ndim == 3 ? A.size[0] : 1, cbatch = sum ? 1 : batch;
     if (batch > INT_MAX) return cu_fail(TC_ERR_UNSUPPORTED, "%s: batch %lld exceeds cuBLAS's int", op, (long long)batch);
 
-    void *tmp[3] = {NULL, NULL, NULL};
+    void *tmp[4] = {NULL, NULL, NULL, NULL};
     tc_status s = TC_OK;
     tc_cuda_view D = *out;
     bool m_read = M && beta != 0;
@@ -309,19 +316,32 @@ tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
         } else if (a.cols == 0 || batch == 0) { /* no products: D = beta M */
             if ((s = cu_strided_scale(&D, cbeta, op))) goto done;
         } else {
-            mm_call g = mm_plan(a, b, d);
+            /* half addbmm: the batch is summed into a float32 scratch C and rounded once, as
+             * the CPU does (into a half C, every matrix of the batch would round it) */
+            bool widen = sum && batch > 1 && (dt == TC_F16 || dt == TC_BF16);
+            tc_cuda_view D32 = D;
+            mm_mat dc = d;
+            if (widen) {
+                if ((s = cu_scratch_alloc(dev, (size_t)out->numel * 4, &tmp[3]))) goto done;
+                D32 = cu_view_dense(&D, tmp[3]);
+                D32.dtype = TC_F32;
+                if (cbeta != 0 && (s = convert_view(dev, c->op, &D32, &D))) goto done;
+                dc = operand(&D32, rc);
+            }
+            mm_call g = mm_plan(a, b, dc);
             cublasHandle_t h;
             if ((s = handle_get(dev, &h, op))) goto done;
-            s = run_gemm(h, &ty, es, &g, batch, sum, alpha, cbeta, op);
+            s = run_gemm(h, &ty, es, &g, batch, sum, alpha, cbeta, widen ? CUDA_R_32F : ty.t, op);
             handle_put(dev, h);
             if (s) goto done;
+            if (widen && (s = convert_view(dev, c->op, &D, &D32))) goto done;
         }
         if (tmp[2]) s = cu_strided_copy(out, &D, op);
     }
 done:
     /* Blocks go back to the cache at once: later work on the default stream is ordered
      * after the queued kernels that use them. */
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (tmp[i]) cu_scratch_free(dev, tmp[i]);
     return s;
 }

@@ -511,3 +511,101 @@ TEST(conformance_bad_input_every_op)
     tc_tensor_release(f);
     tc_tensor_release(i32);
 }
+
+/* ---- every elementwise op in every dtype on a device (test_cuda_device.c) ------------------ */
+
+/* How far a device result may be from the CPU's: integers and bools exactly; floats a few
+ * units in the last place (transcendentals are CUDA's on one side, the CPU's polynomials or
+ * libm on the other); halves one unit. */
+static double device_tolerance(int dt)
+{
+    switch (dt) {
+    case TC_F64: return 1e-14;
+    case TC_F32: return 2e-6;
+    case TC_F16: return 1e-3;
+    case TC_BF16: return 8e-3;
+    default: return 0;
+    }
+}
+
+/* t on device (a view op's result stays a view there), or NULL with the reason printed. */
+static tc_tensor *moved(const tc_tensor *t, int device)
+{
+    tc_tensor *r = NULL;
+    if (tc_tensor_to(t, device, -1, &r)) printf("  to device: %s\n", tc_last_error());
+    return r;
+}
+
+/* op on ins (on device) against want (the CPU's result); prints and counts a mismatch. */
+static int device_case(int op, int dt, tc_tensor **ins, int nin, const tc_params *p, const tc_tensor *want,
+                       const char *layout)
+{
+    tc_tensor *out = run_ew(op, dt, ins, nin, p), *back = out ? moved(out, TC_CPU) : NULL;
+    int bad = !back || !same_values(back, want, device_tolerance(dt));
+    if (bad)
+        printf("  %s %s (%s): the device's result differs from the CPU's\n", tc_op_info((tc_op)op)->name,
+               tc_dtype_name((tc_dtype)dt), layout);
+    tc_tensor_release(out);
+    tc_tensor_release(back);
+    return bad;
+}
+
+/* Every EW op of arity >= 1, in every dtype it takes, on device against the CPU: contiguous
+ * inputs, every input stored transposed (strided), and the last input a broadcast row.
+ * Returns the number of mismatches; *total counts the cases. */
+int conformance_elementwise_on(int device, int *total)
+{
+    static const int dtypes[] = {TC_F32, TC_F64, TC_F16, TC_BF16, TC_U8, TC_I8, TC_I16, TC_I32, TC_I64, TC_BOOL};
+    int bad = 0;
+    *total = 0;
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        int nin = info->nin;
+        if (info->kind != TC_KIND_EW || nin < 1) continue;
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            int dt = dtypes[d];
+            if (!dtype_allowed(info, dt)) continue;
+            tc_params p = {.s = {0.5, 0.8}};
+            if (op == TC_OP_CLAMP) p.s[0] = 0.3, p.s[1] = 0.7;
+            if (!tc_dtype_is_float((tc_dtype)dt) && op == TC_OP_CLAMP) p.s[0] = 2, p.s[1] = 4;
+            tc_tensor *ins[3] = {0}, *dev[3] = {0}, *tr[3] = {0}, *row = NULL, *row_dev = NULL, *ref = NULL;
+            tc_params tp = {.i = {0, 1}};
+            for (int a = 0; a < nin; a++) {
+                ins[a] = filled(dt, 2, SZ(3, 4), a);
+                dev[a] = moved(ins[a], device);
+                /* the same values stored transposed on the device: (4,3) contiguous, viewed (3,4) */
+                tc_tensor *t = NULL, *tcont = NULL, *tdev = NULL;
+                tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&ins[a], 1, &tp, &t, 1);
+                tc_op_run(TC_OP_COPY, (const tc_tensor *const *)&t, 1, P(.i = {-1}), &tcont, 1);
+                tdev = tcont ? moved(tcont, device) : NULL;
+                if (tdev) tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&tdev, 1, &tp, &tr[a], 1);
+                tc_tensor_release(t);
+                tc_tensor_release(tcont);
+                tc_tensor_release(tdev);
+            }
+            ref = run_ew(op, dt, ins, nin, &p);
+            if (!ref) {
+                bad++;
+            } else {
+                *total += 3;
+                bad += device_case(op, dt, dev, nin, &p, ref, "contiguous");
+                bad += device_case(op, dt, tr, nin, &p, ref, "transposed");
+                /* the last input as a row (4) broadcast over the 3 rows */
+                row = filled(dt, 1, SZ(4), nin - 1);
+                row_dev = moved(row, device);
+                tc_tensor *cpu_in[3] = {ins[0], ins[1], ins[2]}, *dev_in[3] = {dev[0], dev[1], dev[2]};
+                cpu_in[nin - 1] = row, dev_in[nin - 1] = row_dev;
+                tc_tensor *ref_b = run_ew(op, dt, cpu_in, nin, &p);
+                bad += ref_b ? device_case(op, dt, dev_in, nin, &p, ref_b, "broadcast") : 1;
+                tc_tensor_release(ref_b);
+            }
+            tc_tensor_release(ref);
+            tc_tensor_release(row);
+            tc_tensor_release(row_dev);
+            release_all(ins, nin);
+            release_all(dev, nin);
+            release_all(tr, nin);
+        }
+    }
+    return bad;
+}

@@ -14,7 +14,8 @@
 #include "internal.h"
 #include <stdlib.h>
 
-int conformance_golden_on(int device, int *total); /* test_conformance.c */
+int conformance_golden_on(int device, int *total);       /* test_conformance.c */
+int conformance_elementwise_on(int device, int *total); /* test_conformance.c */
 
 #define DEV TC_DEVICE_CUDA(0)
 
@@ -203,6 +204,19 @@ TEST(cuda_dev_conformance_golden)
     if (bad) printf("  %d of %d golden cases failed on the device\n", bad, total);
     printf("  %d golden cases on %s; %lld ops ran on the host for lack of a CUDA kernel\n", total,
            mock_backend() ? "the mock backend" : "the GPU", (long long)tc_cuda_host_fallbacks(-1));
+}
+
+/* Every elementwise op in every dtype it takes (halves, integers and bool included), with
+ * contiguous, transposed and broadcast inputs, on the device against the CPU. */
+TEST(cuda_dev_conformance_elementwise_dtypes)
+{
+    if (!have_device(ctest_failed)) return;
+    int total = 0;
+    int bad = conformance_elementwise_on(DEV, &total);
+    CHECK(bad == 0);
+    CHECK(total > 500);
+    if (bad) printf("  %d of %d elementwise cases failed on the device\n", bad, total);
+    printf("  %d elementwise cases (op, dtype, layout) on the device\n", total);
 }
 
 /* Autograd on device tensors: gradients (and the zeros, ones and index tensors the rules

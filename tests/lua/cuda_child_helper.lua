@@ -32,7 +32,7 @@ function H.run_child(child, env)
    local f = io.open(lib, 'rb')
    assert(f, lib .. ' is missing: build it with make ' .. lib)
    f:close()
-   local backend = os.getenv('TOCHA_TEST_EMU') and 'TOCHA_CUDA_LIB=' .. H.EMU .. ' TOCHA_CUDA_EMU_DEVICES=2 '
+   local backend = H.emu and 'TOCHA_CUDA_LIB=' .. H.EMU .. ' TOCHA_CUDA_EMU_DEVICES=2 '
       .. 'TOCHA_CUDA_EMU_CAPACITY=64M TOCHA_CUDA_EMU_LOG=/dev/null '
       or 'TOCHA_CUDA_LIB=' .. H.MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
    local p = assert(io.popen((env and env .. ' ' or '') .. backend .. 'luajit ' .. child .. ' 2>&1'))

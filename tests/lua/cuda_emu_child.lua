@@ -1,0 +1,125 @@
+-- tests/lua/cuda_emu_child.lua -- run by tests/lua/cuda_emu_spec.lua over the CUDA emulator
+-- (tests/emu: the backend's own kernels and cuBLAS / cub calls, built for the host), with
+-- the host fallback off: the matrix products over every layout cuBLAS is given (transposed,
+-- padded rows, transposed results, stride-0 batches, k = 0, NaN in M with beta 0, TF32 by
+-- flag) in float32/float64/float16/bfloat16, the sort family on rows past the in-block sort
+-- (cub's segmented sort) in 8 dtypes with NaN, -0 and ties, and masked_select / nonzero
+-- (cub's scan), each against the CPU. Prints key=value lines (cuda_child_helper.lua).
+require 'torch'
+local H = dofile('tests/lua/cuda_child_helper.lua')
+assert(torch.cuda.isAvailable(), 'cuda unavailable')
+torch.backends.cuda.host_fallback = false
+local fails, passes = 0, 0
+local failed = {}
+local function check(ok, msg)
+  if ok then passes = passes + 1 else fails = fails + 1; failed[#failed + 1] = msg end
+end
+local function maxdiff(a, b)
+  local d = (a:double() - b:double()):abs()
+  -- NaN in both places counts as equal
+  local an, bn = a:double():ne(a:double()), b:double():ne(b:double())
+  if not an:eq(bn):all() then return math.huge end
+  d[an] = 0
+  local same = a:double():eq(b:double())  -- equal infinities (inf - inf is NaN)
+  d[same] = 0
+  return d:numel() > 0 and d:max() or 0
+end
+local types = {
+  {'torch.FloatTensor', 'torch.CudaTensor', 1e-5},
+  {'torch.DoubleTensor', 'torch.CudaDoubleTensor', 1e-12},
+  {'torch.HalfTensor', 'torch.CudaHalfTensor', 8e-3},
+  {'torch.BFloat16Tensor', 'torch.CudaBFloat16Tensor', 6.3e-2},
+}
+torch.manualSeed(1)
+for _, ty in ipairs(types) do
+  local cpu, gpu, tol = ty[1], ty[2], ty[3]
+  local function pair(...) local c = torch.randn(...):type(cpu); return c, c:type(gpu) end
+  local function cmp(name, c, g)
+    local d = maxdiff(c, g:type(cpu))
+    check(d <= tol, string.format('%s %s: max diff %g', gpu, name, d))
+  end
+  -- mm over every layout: plain, transposed, both, and a row-stride-padded view
+  local A, gA = pair(5, 7); local B, gB = pair(7, 3)
+  cmp('mm', torch.mm(A, B), torch.mm(gA, gB))
+  local At, gAt = pair(7, 5); local Bt, gBt = pair(3, 7)
+  cmp('mm tA', torch.mm(At:t(), B), torch.mm(gAt:t(), gB))
+  cmp('mm tB', torch.mm(A, Bt:t()), torch.mm(gA, gBt:t()))
+  cmp('mm tAtB', torch.mm(At:t(), Bt:t()), torch.mm(gAt:t(), gBt:t()))
+  local P, gP = pair(5, 10)
+  cmp('mm padded', torch.mm(P:narrow(2, 2, 7), B), torch.mm(gP:narrow(2, 2, 7), gB))
+  -- out transposed (C stored column-major)
+  local o, go = torch.Tensor():type(cpu):resize(3, 5):t(), torch.Tensor():type(gpu):resize(3, 5):t()
+  o:mm(A, B); go:mm(gA, gB); cmp('mm out^T', o, go)
+  -- addmm with NaN in M and beta 0; beta 0.5 alpha 2
+  local M, gM = pair(5, 3)
+  M:fill(0/0); gM:fill(0/0)
+  cmp('addmm beta0', torch.addmm(0, M, 1, A, B), torch.addmm(0, gM, 1, gA, gB))
+  local M2, gM2 = pair(5, 3)
+  cmp('addmm', torch.addmm(0.5, M2, 2, A, B), torch.addmm(0.5, gM2, 2, gA, gB))
+  M2:addmm(A, B); gM2:addmm(gA, gB); cmp('addmm in place', M2, gM2)
+  -- vectors
+  local v, gv = pair(7); local w, gw = pair(5)
+  cmp('mv', torch.mv(A, v), torch.mv(gA, gv))
+  cmp('dot', torch.Tensor({A:select(1, 1):dot(v)}), torch.Tensor({gA:select(1, 1):dot(gv)}))
+  local y, gy = pair(5)
+  cmp('addmv', torch.addmv(0.5, y, 2, A, v), torch.addmv(0.5, gy, 2, gA, gv))
+  local R, gR = pair(5, 7)
+  cmp('addr', torch.addr(1, R, 1, w, v), torch.addr(1, gR, 1, gw, gv))
+  -- batches
+  local X, gX = pair(4, 5, 6); local Y, gY = pair(4, 6, 3)
+  cmp('bmm', torch.bmm(X, Y), torch.bmm(gX, gY))
+  cmp('bmm tA', torch.bmm(X:transpose(2, 3):contiguous():transpose(2, 3), Y), torch.bmm(gX:transpose(2, 3):contiguous():transpose(2, 3), gY))
+  local Z, gZ = pair(4, 5, 3)
+  cmp('baddbmm', torch.baddbmm(0.5, Z, 2, X, Y), torch.baddbmm(0.5, gZ, 2, gX, gY))
+  local S, gS = pair(5, 3)
+  cmp('addbmm', torch.addbmm(0.5, S, 2, X, Y), torch.addbmm(0.5, gS, 2, gX, gY))
+  -- broadcast batch via expand (stride 0)
+  local E, gE = pair(1, 5, 6)
+  cmp('bmm expand', torch.bmm(E:expand(4, 5, 6), Y), torch.bmm(gE:expand(4, 5, 6), gY))
+  -- k = 0
+  local K0, gK0 = pair(5, 1); K0, gK0 = K0:narrow(2, 1, 0), gK0:narrow(2, 1, 0)
+  local K1, gK1 = pair(1, 3); K1, gK1 = K1:narrow(1, 1, 0), gK1:narrow(1, 1, 0)
+  cmp('mm k=0', torch.mm(K0, K1), torch.mm(gK0, gK1))
+end
+-- TF32 reaches cuBLAS: (1 + 2^-12) * 1 is 1 in TF32
+local a = torch.Tensor({{1 + 2^-12}}):cuda(); local b = torch.Tensor({{1}}):cuda()
+check(torch.mm(a, b):float()[1][1] == 1 + 2^-12, 'fp32 exact')
+torch.backends.cuda.matmul.allow_tf32 = true
+check(torch.mm(a, b):float()[1][1] == 1, 'tf32 rounds the inputs')
+torch.backends.cuda.matmul.allow_tf32 = false
+-- sort on long rows (cub segmented sort) with NaN, -0, ties; every op of the family
+for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTensor', 'torch.IntTensor', 'torch.LongTensor', 'torch.ByteTensor', 'torch.CharTensor', 'torch.ShortTensor'}) do
+  local n = 3000
+  local x = torch.Tensor(3, n):random(0, 20)
+  local isf = tname == 'torch.FloatTensor' or tname == 'torch.DoubleTensor' or tname == 'torch.HalfTensor'
+  if isf then
+    x:add(-10):mul(0.5)
+    for i = 1, 60 do x[1][(i * 37) % n + 1] = 0 / 0; x[2][(i * 41) % n + 1] = -0.0; x[3][(i * 43) % n + 1] = math.huge * (i % 2 == 0 and 1 or -1) end
+  elseif tname == 'torch.CharTensor' or tname == 'torch.ShortTensor' or tname == 'torch.IntTensor' or tname == 'torch.LongTensor' then
+    x:add(-10)
+  end
+  x = x:type(tname)
+  local gname = tname:gsub('torch%.', 'torch.Cuda'):gsub('FloatTensor', 'Tensor')
+  local gx = x:type(gname)
+  for _, desc in ipairs({false, true}) do
+    local v, i = torch.sort(x, 2, desc); local gv, gi = torch.sort(gx, 2, desc)
+    check(maxdiff(v, gv:type(tname)) == 0 and i:eq(gi:long()):all(), tname .. ' sort desc=' .. tostring(desc))
+    local tv, ti = torch.topk(x, 50, 2, desc); local gtv, gti = torch.topk(gx, 50, 2, desc)
+    check(maxdiff(tv, gtv:type(tname)) == 0 and ti:eq(gti:long()):all(), tname .. ' topk ' .. tostring(desc))
+  end
+  local kv, ki = torch.kthvalue(x, 777, 2); local gkv, gki = torch.kthvalue(gx, 777, 2)
+  check(maxdiff(kv, gkv:type(tname)) == 0 and ki:eq(gki:long()):all(), tname .. ' kthvalue')
+  local mv, mi = torch.median(x, 2); local gmv, gmi = torch.median(gx, 2)
+  check(maxdiff(mv, gmv:type(tname)) == 0 and mi:eq(gmi:long()):all(), tname .. ' median')
+  local ov, oi = torch.mode(x, 2); local gov, goi = torch.mode(gx, 2)
+  check(maxdiff(ov, gov:type(tname)) == 0 and oi:eq(goi:long()):all(), tname .. ' mode')
+end
+-- prefix sums (cub scan): masked_select and nonzero
+local x = torch.randn(50, 101):float()
+local m = x:gt(0.3):byte()
+check(maxdiff(x:maskedSelect(m), x:cuda():maskedSelect(m:type('torch.CudaByteTensor')):float()) == 0, 'maskedSelect')
+check(x:gt(0.3):nonzero():eq(x:cuda():gt(0.3):nonzero():long()):all(), 'nonzero')
+H.put('passes', passes)
+H.put('failed', table.concat(failed, '; '))
+H.put('fallbacks', (torch.cuda.hostFallbacks()))
+H.put('done', true)
