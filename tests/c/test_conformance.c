@@ -609,3 +609,58 @@ int conformance_elementwise_on(int device, int *total)
     }
     return bad;
 }
+
+/* Every reduction in every dtype it takes, over all elements and each dim (keepdim 0 and
+ * 1), from contiguous and transposed inputs, on device against the CPU (values and, for
+ * max/min, the indices). Calls the CPU refuses (all/any of wide integers) are skipped.
+ * Returns the number of mismatches; *total counts the cases. */
+int conformance_reduce_on(int device, int *total)
+{
+    static const int dtypes[] = {TC_F32, TC_F64, TC_F16, TC_BF16, TC_U8, TC_I8, TC_I16, TC_I32, TC_I64, TC_BOOL};
+    int bad = 0;
+    *total = 0;
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        if (info->kind != TC_KIND_REDUCE) continue;
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            int dt = dtypes[d];
+            if (!dtype_allowed(info, dt)) continue;
+            tc_tensor *x = filled(dt, 2, SZ(3, 4), 0), *xd = moved(x, device), *t = NULL, *tc = NULL, *td = NULL,
+                      *xt = NULL;
+            tc_params tp = {.i = {0, 1}};
+            tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&x, 1, &tp, &t, 1);
+            tc_op_run(TC_OP_COPY, (const tc_tensor *const *)&t, 1, P(.i = {-1}), &tc, 1);
+            td = tc ? moved(tc, device) : NULL;
+            if (td) tc_op_run(TC_OP_TRANSPOSE, (const tc_tensor *const *)&td, 1, &tp, &xt, 1);
+            for (int dim = -1; dim < 2; dim++)
+                for (int keep = 0; keep < 2; keep++) {
+                    tc_params p = {.i = {dim, keep, 1}, .s = {2}};
+                    int nout = info->nout == 2 && dim >= 0 ? 2 : 1;
+                    tc_tensor *want[2] = {0}, *got[2] = {0};
+                    if (tc_op_run((tc_op)op, (const tc_tensor *const *)&x, 1, &p, want, nout)) continue;
+                    for (int v = 0; v < 2; v++) {
+                        const tc_tensor *in = v ? xt : xd;
+                        (*total)++;
+                        int ok = in && !tc_op_run((tc_op)op, &in, 1, &p, got, nout);
+                        for (int o = 0; ok && o < nout; o++) {
+                            tc_tensor *back = moved(got[o], TC_CPU);
+                            ok = back && same_values(back, want[o], o ? 0 : device_tolerance(want[o]->dtype));
+                            tc_tensor_release(back);
+                        }
+                        if (!ok) {
+                            bad++;
+                            printf("  %s %s dim %d keepdim %d (%s): the device's result differs from the CPU's%s%s\n",
+                                   info->name, tc_dtype_name((tc_dtype)dt), dim, keep, v ? "transposed" : "contiguous",
+                                   got[0] ? "" : ": ", got[0] ? "" : tc_last_error());
+                        }
+                        release_all(got, 2);
+                        got[0] = got[1] = NULL;
+                    }
+                    release_all(want, 2);
+                }
+            tc_tensor *all[6] = {x, xd, t, tc, td, xt};
+            release_all(all, 6);
+        }
+    }
+    return bad;
+}

@@ -16,6 +16,7 @@
 
 int conformance_golden_on(int device, int *total);       /* test_conformance.c */
 int conformance_elementwise_on(int device, int *total); /* test_conformance.c */
+int conformance_reduce_on(int device, int *total);      /* test_conformance.c */
 
 #define DEV TC_DEVICE_CUDA(0)
 
@@ -217,6 +218,18 @@ TEST(cuda_dev_conformance_elementwise_dtypes)
     CHECK(total > 500);
     if (bad) printf("  %d of %d elementwise cases failed on the device\n", bad, total);
     printf("  %d elementwise cases (op, dtype, layout) on the device\n", total);
+}
+
+/* Every reduction in every dtype it takes, over all elements and each dim, contiguous and
+ * transposed, on the device against the CPU (max/min indices included). */
+TEST(cuda_dev_conformance_reduce_dtypes)
+{
+    if (!have_device(ctest_failed)) return;
+    int total = 0;
+    int bad = conformance_reduce_on(DEV, &total);
+    CHECK(bad == 0);
+    CHECK(total > 300);
+    printf("  %d reduction cases (op, dtype, dim, keepdim, layout) on the device; %d differ\n", total, bad);
 }
 
 /* Autograd on device tensors: gradients (and the zeros, ones and index tensors the rules
