@@ -47,7 +47,12 @@ int lane();
 } // namespace emu
 
 static inline void __syncthreads() { emu::block_barrier(); }
-static inline void __syncwarp(unsigned = 0xffffffffu) { emu::block_barrier(); }
+/* A warp barrier: an exchange of nothing among the caller's warp. */
+static inline void __syncwarp(unsigned = 0xffffffffu)
+{
+    char none = 0, got;
+    emu::warp_exchange(&none, &got, emu::lane(), 1);
+}
 
 template <class T> static inline T emu_shfl(T v, int src)
 {

@@ -186,6 +186,18 @@ void run_now(const char *what, const std::function<void()> &work)
     work();
 }
 
+/* emu::enqueue, returning the error it met (a refused legacy-stream use, a bad stream)
+ * rather than leaving it only for cudaGetLastError. */
+cudaError_t queue(cudaStream_t s, const char *what, std::function<void()> work)
+{
+    cudaError_t before = t_error;
+    t_error = cudaSuccess;
+    emu::enqueue(s, what, std::move(work));
+    cudaError_t e = t_error;
+    if (e == cudaSuccess) t_error = before;
+    return e;
+}
+
 cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync)
 {
     const char *what = sync ? "cudaMemcpy" : "cudaMemcpyAsync";
@@ -213,8 +225,7 @@ cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind ki
     if (st && st->cap && !pinned_host)
         return fail(cudaErrorStreamCaptureUnsupported, "%s of %zu bytes from pageable host memory cannot be captured",
                     what, n);
-    emu::enqueue(s, what, [dst, src, n] { memmove(dst, src, n); });
-    return t_error == cudaErrorStreamCaptureInvalidated ? t_error : cudaSuccess;
+    return queue(s, what, [dst, src, n] { memmove(dst, src, n); });
 }
 
 } // namespace
@@ -489,8 +500,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     if (!emu::device_range(p, n, "cudaMemsetAsync")) return t_error = cudaErrorInvalidValue;
-    emu::enqueue(s, "cudaMemsetAsync", [p, v, n] { memset(p, v, n); });
-    return cudaSuccess;
+    return queue(s, "cudaMemsetAsync", [p, v, n] { memset(p, v, n); });
 }
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
