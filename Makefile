@@ -155,15 +155,20 @@ $(BUILD)/tests/emu/cu_%.o: $(BUILD)/tests/emu/cu_%.cc tests/emu/emu.h tests/emu/
 $(BUILD)/tests/emu/%.o: tests/emu/%.cc $(wildcard tests/emu/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+# NVRTC's stand-in builds kernel modules at run time with this compiler, these headers and
+# the same sanitizers (emu_driver.cc).
+$(BUILD)/tests/emu/emu_driver.o: EMU_CXXFLAGS += -DEMU_MODULE_CXX='"$(CXX)"' -DEMU_MODULE_SAN='"$(SAN)"' \
+    -DEMU_MODULE_EMU_DIR='"$(abspath tests/emu)"' -DEMU_MODULE_CUDA_INC='"$(abspath $(CUDA_INC))"'
 $(BUILD)/tests/emu/cache_alloc.o: core/cuda/cache_alloc.c core/cuda/cache_alloc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -c $< -o $@
 $(BUILD)/tests/libtocha_cuda_emu.so: $(EMU_OBJ)
-	$(CXX) $(EMU_CXXFLAGS) -shared -Wl,-z,defs -o $@ $^ -lpthread
+	$(CXX) $(EMU_CXXFLAGS) -shared -Wl,-z,defs -o $@ $^ -lpthread -ldl
 $(CTESTS): $(EMULIB)
 # The fakes' own unit tests (against naive references, with stub runtimes of their own);
 # named cuda_host_* so tests/run.sh runs them with the other host programs.
-EMUTESTS := $(if $(CUDA_INC),$(BUILD)/tests/cuda_host_emu_blas $(BUILD)/tests/cuda_host_emu_cudnn)
+EMUTESTS := $(if $(CUDA_INC),$(BUILD)/tests/cuda_host_emu_blas $(BUILD)/tests/cuda_host_emu_cudnn \
+                              $(BUILD)/tests/cuda_host_emu_driver)
 $(BUILD)/tests/cuda_host_emu_blas: tests/emu/test_emu_blas.cc tests/emu/emu_cublas.cc tests/cuda_host/host_check.h $(wildcard tests/emu/*.h tests/emu/cub/*)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -o $@ $(filter %.cc,$^)
@@ -171,6 +176,10 @@ $(BUILD)/tests/cuda_host_emu_cudnn: tests/emu/test_emu_cudnn.cc tests/emu/test_e
                                     $(wildcard tests/emu/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -Wno-deprecated-declarations -o $@ $(filter %.cc,$^)
+# (this one loads the emulator's library, beside it, as tocha does)
+$(BUILD)/tests/cuda_host_emu_driver: tests/emu/test_emu_driver.cc tests/cuda_host/host_check.h $(EMULIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -o $@ tests/emu/test_emu_driver.cc -ldl
 $(CTESTS): $(EMUTESTS)
 .PRECIOUS: $(BUILD)/tests/emu/cu_%.cc
 

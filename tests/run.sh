@@ -48,11 +48,13 @@ c_suite "c (mock CUDA, CPU kernels)" env TOCHA_CUDA_LIB="$mock" TOCHA_CUDA_MOCK_
     "$build/tests/ctest" cuda_dev_conformance cuda_dev_graph cuda_dev_devcheck
 
 # The CUDA emulator (tests/emu, built where the CUDA headers are): the backend's own kernels
-# and its cuBLAS / cuDNN / cub calls, compiled for the host, run the device tests.
+# and its cuBLAS / cuDNN / cub calls, compiled for the host, run the device tests; graph
+# mode's generated kernels go through the emulator's NVRTC and driver (emu_driver.cc).
 emu="$root/$build/tests/libtocha_cuda_emu.so"
 if [ -f "$emu" ]; then
     c_suite "c (CUDA emulator)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=256M \
-        "$build/tests/ctest" cuda_dev
+        TOCHA_NVRTC_LIB="$emu" TOCHA_CUDA_DRIVER_LIB="$emu" TOCHA_NVRTC_CACHE=0 \
+        "$build/tests/ctest" cuda_dev cuda_codegen_gpu
 fi
 
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.

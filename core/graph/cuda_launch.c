@@ -1,12 +1,13 @@
 /* cuda_launch.c -- loads a generated fused kernel (cuda_codegen.c, compiled by nvrtc.c)
  * into a device's primary context and launches it, through the CUDA driver API.
  *
- * NOTE: NOT YET RUN ON A GPU. This file was written and compiled on a machine without
- * one; only its "no driver" path has run. The first real run is the GPU branch of
- * tests/c/test_cuda_codegen.c (cuda_codegen_gpu_launch), which compares against eager.
+ * NOTE: NOT YET RUN ON A GPU. This file was written on machines without one. It has run
+ * over the CUDA emulator's NVRTC and driver (tests/emu/emu_driver.cc; tests/run.sh sets
+ * TOCHA_CUDA_DRIVER_LIB): tests/c/test_cuda_codegen_run.c's cuda_codegen_gpu_* compare its
+ * launches against eager, and they are the first tests a GPU runs.
  *
- * libtocha links no CUDA library: libcuda.so.1 is dlopen'ed and the dozen entry points
- * used are declared here by hand (C ABI: int results, opaque handles, 64-bit device
+ * libtocha links no CUDA library: libcuda.so.1 (or $TOCHA_CUDA_DRIVER_LIB) is dlopen'ed
+ * and the dozen entry points used are declared here by hand (C ABI: int results, opaque handles, 64-bit device
  * pointers), so nothing CUDA is needed to build. Device pointers come from the CUDA
  * backend (libtocha_cuda.so allocates with the runtime, in the same primary context that
  * is made current here), and kernels go on the calling thread's current stream
@@ -57,11 +58,15 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 static void load_driver(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    /* $TOCHA_CUDA_DRIVER_LIB: another library with the driver's entry points (tests point
+     * it at the CUDA emulator's, tests/emu/emu_driver.cc) */
+    const char *env = getenv("TOCHA_CUDA_DRIVER_LIB");
+    const char *path = env && *env ? env : "libcuda.so.1";
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h && !(env && *env)) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        snprintf(drv.why, sizeof drv.why, "no CUDA driver (libcuda.so.1: %.400s)", e ? e : "not found");
+        snprintf(drv.why, sizeof drv.why, "no CUDA driver (%.200s: %.300s)", path, e ? e : "not found");
         return;
     }
     static const char *const names[] = {

@@ -25,7 +25,8 @@
  * is counted per graph (tc_graph_device_info).
  *
  * NOTE: the generated-kernel branch has NOT RUN ON A GPU (there was none where it was
- * written); only its refusals have (no driver here, the mock elsewhere). docs/cuda.md.
+ * written); it has run over the CUDA emulator's NVRTC and driver (tests/emu/emu_driver.cc),
+ * its refusals over the mock and without a driver. docs/cuda.md.
  */
 #include "cuda_codegen.h"
 #include "../cuda/cuda_api.h"

@@ -7,7 +7,8 @@
  * and compiled with NVRTC to PTX for compute_90, which must name the entry point. Kernels
  * without a block reduction are also built with the host c++ and run against eager. No
  * GPU is needed: where libnvrtc is missing the compile steps print "SKIP nvrtc: <why>" and
- * the text checks still run. The GPU branch of cuda_codegen_gpu_launch has never run.
+ * the text checks still run. Launches (test_cuda_codegen_run.c's cuda_codegen_gpu_*) run
+ * over the CUDA emulator; never on a GPU.
  */
 #include "graph/cuda_codegen.h"
 #include "graph_test_util.h"

@@ -1,6 +1,7 @@
 /* test_cuda_codegen_run.c -- generated fused-group kernels run: on the host (built with the
- * host c++ and run block by block against eager mode) and, on a machine with a GPU, launched
- * through core/graph/cuda_launch.c (that branch has never run: written without a GPU).
+ * host c++ and run block by block against eager mode) and launched through
+ * core/graph/cuda_launch.c (cuda_codegen_gpu_*) on a GPU, or over the CUDA emulator's NVRTC
+ * and driver (tests/emu/emu_driver.cc; tests/run.sh's emulator pass). Never run on a GPU.
  * The text and NVRTC tests are in test_cuda_codegen.c. */
 #include "cuda_codegen_test_util.h"
 
@@ -131,6 +132,17 @@ static tc_tensor *ramp(tc_dtype dt, int nd, const int64_t *sz, double scale, dou
     return t;
 }
 
+/* A tensor of dtype dt with ramp's values (converted as the CPU's copy converts). */
+static tc_tensor *ramp_as(tc_dtype dt, int nd, const int64_t *sz, double scale, double shift)
+{
+    tc_tensor *d = ramp(TC_F64, nd, sz, scale, shift), *t = NULL;
+    const tc_tensor *src = d;
+    if (d && tc_tensor_new(dt, nd, sz, &t) == TC_OK && tc_op_exec(TC_OP_COPY, &src, 1, P(.i = {-1}), &t, 1) != TC_OK)
+        tc_tensor_release(t), t = NULL;
+    tc_tensor_release(d);
+    return t;
+}
+
 TEST(cuda_codegen_host_run_matches_eager)
 {
     if (!have_cxx()) return;
@@ -205,10 +217,12 @@ TEST(cuda_codegen_host_run_matches_eager)
 }
 
 /* ---- launching (core/graph/cuda_launch.c) ---------------------------------------------
- * NOTE: the GPU branch below has never run (written on a machine without a GPU). Without a
- * driver it checks the failure message; with a GPU it runs kernels against eager. */
+ * NOTE: never run on a GPU (written on machines without one); run over the CUDA emulator.
+ * Without a driver it checks the failure message; with one it runs kernels against eager. */
 
 #include "cuda/cuda_api.h"
+
+static int v_dtype(const tc_graph *g, int32_t v) { return g->vals[v].dtype; }
 
 /* Runs group 0 of g on device 0 through tc_cuda_fused_launch (twice: the second
  * run must give the same bits, which also checks RED_ALL's counter is left at
@@ -221,9 +235,9 @@ static int gpu_matches_eager(tc_graph *g, tc_tensor *const *inputs, double tol)
     tc_cuda_kernel k;
     if (tc_cuda_codegen(g, 0, NULL, &k) != TC_OK) return printf("    %s\n", tc_last_error()), 0;
     const tc_ggroup *grp = &g->groups[0];
-    tc_tensor *ref[8] = {0}, *got[2][8] = {{0}};
+    tc_tensor *ref[32] = {0}, *got[2][32] = {{0}};
     void *din[32] = {0}, *dout[32] = {0};
-    int ok = g->noutputs <= 8 && grp->nouts <= 8 && interp(g, inputs, ref) == TC_OK;
+    int ok = g->noutputs <= 32 && grp->nouts <= 32 && interp(g, inputs, ref) == TC_OK;
     for (int i = 0; ok && i < grp->nins; i++) {
         const tc_gval *v = &g->vals[grp->ins[i]];
         const tc_tensor *t = v->kind == TC_GV_INPUT ? inputs[v->arg] : v->t;
@@ -251,21 +265,42 @@ static int gpu_matches_eager(tc_graph *g, tc_tensor *const *inputs, double tol)
         int gi = -1;
         for (int i = 0; i < g->noutputs; i++)
             if (g->outputs[i] == grp->outs[o]) gi = i;
-        for (int64_t e = 0; gi >= 0 && ok && e < tc_tensor_numel(got[0][o]); e++)
-            if (!ct_near(ct_at(got[0][o], e), ct_at(ref[gi], e), tol))
-                ok = 0, printf("    output %d element %lld: gpu %.17g, eager %.17g\n", o, (long long)e,
-                               ct_at(got[0][o], e), ct_at(ref[gi], e));
+        bool exact = !tc_dtype_is_float((tc_dtype)v_dtype(g, grp->outs[o]));
+        for (int64_t e = 0; gi >= 0 && ok && e < tc_tensor_numel(got[0][o]); e++) {
+            double a = ct_at(got[0][o], e), b = ct_at(ref[gi], e);
+            if (exact ? a != b : !ct_near(a, b, tol))
+                ok = 0, printf("    output %d (%s) element %lld: gpu %.17g, eager %.17g\n", o,
+                               tc_graph_op_name(g->nodes[g->vals[grp->outs[o]].producer].op), (long long)e, a, b);
+        }
     }
     for (int i = 0; i < 32; i++) api->release(0, din[i]), api->release(0, dout[i]);
-    for (int i = 0; i < 8; i++) tc_tensor_release(ref[i]), tc_tensor_release(got[0][i]), tc_tensor_release(got[1][i]);
+    for (int i = 0; i < 32; i++) tc_tensor_release(ref[i]), tc_tensor_release(got[0][i]), tc_tensor_release(got[1][i]);
     tc_cuda_kernel_free(&k);
     return ok;
 }
 
+/* 1 when generated kernels can launch on device 0 of a real backend (a GPU, or the CUDA
+ * emulator with its NVRTC and driver); else prints why the test skips. */
+static int launch_ready(void)
+{
+    char why[1024] = "", name[256] = "";
+    const tc_cuda_api *api = NULL;
+    if (!tc_cuda_launch_available(why, sizeof why) || !tc_nvrtc_available(why, sizeof why) ||
+        !tc_cuda_available(why, sizeof why) || tc_cuda_api_get(&api) != TC_OK ||
+        api->device_name(0, name, sizeof name) != TC_OK || strstr(name, "mock")) {
+        /* the mock backend's "device memory" is host memory, which a launched kernel must
+         * never be handed */
+        printf("  SKIP gpu launch: %s\n", why[0] ? why : name);
+        return 0;
+    }
+    return 1;
+}
+
 TEST(cuda_codegen_gpu_launch)
 {
-    char why[1024];
-    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* the driver cuda_launch.c loads: tests/run.sh points it at the CUDA emulator's */
+    const char *drv_lib = getenv("TOCHA_CUDA_DRIVER_LIB");
+    void *drv = dlopen(drv_lib && *drv_lib ? drv_lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!drv) {
         /* no driver at all: the launch says so, naming the kernel */
         tc_graph *g = ewchain_graph(256);
@@ -280,16 +315,7 @@ TEST(cuda_codegen_gpu_launch)
         tc_graph_free(g);
         return;
     }
-    /* a real backend on a real device only: the mock backend's "device memory" is
-     * host memory, which a launched kernel must never be handed */
-    char name[256] = "";
-    const tc_cuda_api *api = NULL;
-    if (!tc_cuda_available(why, sizeof why) || tc_cuda_api_get(&api) != TC_OK ||
-        api->device_name(0, name, sizeof name) != TC_OK || strstr(name, "mock")) {
-        printf("  SKIP gpu launch: %s\n", why[0] ? why : name);
-        return;
-    }
-    /* NEVER RUN YET: the first GPU this meets is its first test */
+    if (!launch_ready()) return;
     int64_t n = 1 << 20;
     tc_graph *g = ewchain_graph(n);
     tc_tensor *x = ramp(TC_F32, 1, &n, 1, 1.1);
@@ -317,4 +343,87 @@ TEST(cuda_codegen_gpu_launch)
     CHECK(g->ngroups == 1 && gpu_matches_eager(g, &xs, 1e-13));
     tc_tensor_release(xs);
     tc_graph_free(g);
+
+    /* half types (made by hand: fuse.c groups f32/f64 only): a float16 sum of everything
+     * (the partials of many blocks), bfloat16 row means with an elementwise output; both
+     * sides add in wide types and round once */
+    static const tc_dtype halves[2] = {TC_F16, TC_BF16};
+    for (int h = 0; h < 2; h++) {
+        CHECK_OK(tc_graph_new(&g));
+        xi = input(g, halves[h], 2, SZ(200, 300));
+        int32_t mv[3];
+        mv[0] = op1(g, TC_OP_TANH, xi, P(.s = {0}));
+        mv[1] = op2(g, TC_OP_MUL, mv[0], xi, P(.s = {0}));
+        mv[2] = op1(g, h ? TC_OP_MEAN : TC_OP_SUM, mv[1], P(.i = {h ? 1 : -1, 0}));
+        CHECK_OK(tc_graph_mark_output(g, mv[2]));
+        CHECK_OK(tc_graph_mark_output(g, mv[1]));
+        CHECK(hand_group(g, mv, 3, &mv[1], 1) == 0);
+        xs = ramp_as(halves[h], 2, SZ(200, 300), 1, 0);
+        CHECK(gpu_matches_eager(g, &xs, h ? 1e-2 : 2e-3));
+        tc_tensor_release(xs);
+        tc_graph_free(g);
+    }
+}
+
+
+/* Every elementwise formula of ops.def launched as generated kernels, against eager: the
+ * float ones on f32, f64, f16 and bf16 (halves load through the PTX conversions), the
+ * integer ones without a scalar_math.h helper on int32. Each op is a member reading the
+ * group's three inputs -- (33,40), (40) and (33,1): broadcast both ways -- and every member
+ * is an output, up to 30 per kernel. Eager rounds a half result once, as the kernel does,
+ * so the tolerances cover only the math libraries' ulps (CUDA's, or the host's under the
+ * emulator, against the CPU kernels'). */
+TEST(cuda_codegen_gpu_every_formula)
+{
+    if (!launch_ready()) return;
+    static const struct {
+        tc_dtype dt;
+        double tol;
+    } cases[] = {{TC_F32, 1e-5}, {TC_F64, 1e-12}, {TC_F16, 2e-3}, {TC_BF16, 1e-2}, {TC_I32, 0}};
+    int kernels = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        tc_dtype dt = cases[ci].dt;
+        bool flt = dt != TC_I32;
+        int32_t ops[TC_OP_COUNT];
+        int nops = 0;
+        for (int op = 0; op < TC_OP_COUNT; op++) {
+            const tc_opinfo *info = tc_op_info((tc_op)op);
+            if (info->kind != TC_KIND_EW || info->nin < 1) continue;
+            if (!(info->flags & (flt ? TC_OPF_FLT : TC_OPF_INT))) continue;
+            if (!flt && strstr(info->int_formula, "tc_")) continue; /* refused by the codegen */
+            ops[nops++] = op;
+        }
+        CHECK(nops > (flt ? 45 : 20));
+        tc_tensor *t0 = ramp_as(dt, 2, SZ(33, 40), flt ? 2 : 20, flt ? 0.1 : 0.5),
+                  *t1 = ramp_as(dt, 1, SZ(40), flt ? 0.5 : 7, flt ? 1.0 : 9.5), *t2 = ramp_as(dt, 2, SZ(33, 1), 1, 0.25);
+        CHECK(t0 && t1 && t2);
+        for (int start = 0; t0 && t1 && t2 && start < nops; start += 30) {
+            tc_graph *g;
+            CHECK_OK(tc_graph_new(&g));
+            int32_t in[3] = {input(g, dt, 2, SZ(33, 40)), input(g, dt, 1, SZ(40)), input(g, dt, 2, SZ(33, 1))};
+            int32_t mv[32];
+            int n = 0;
+            for (int i = start; i < nops && i < start + 30; i++) {
+                const tc_opinfo *info = tc_op_info((tc_op)ops[i]);
+                int32_t out[2] = {-1, -1};
+                if (tc_graph_add_op(g, (tc_op)ops[i], in, info->nin, P(.s = {0.5, 2}), out) == TC_OK &&
+                    tc_graph_mark_output(g, out[0]) == TC_OK)
+                    mv[n++] = out[0];
+                else {
+                    printf("    %s: %s\n", info->name, tc_last_error());
+                    CHECK(0);
+                }
+            }
+            CHECK(n > 0 && hand_group(g, mv, n, mv, n - 1) == 0);
+            tc_tensor *ins[3] = {t0, t1, t2}; /* by argument number */
+            if (n > 0) {
+                printf("  %s: ops %d..%d\n", tc_dtype_name(dt), start, start + n - 1);
+                CHECK(gpu_matches_eager(g, ins, cases[ci].tol));
+                kernels++;
+            }
+            tc_graph_free(g);
+        }
+        tc_tensor_release(t0), tc_tensor_release(t1), tc_tensor_release(t2);
+    }
+    CHECK(kernels >= 9);
 }

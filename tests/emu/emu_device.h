@@ -31,19 +31,25 @@
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 
+/* What device code reaches in the emulator's library is exported from it (EMU_API), so a
+ * kernel module built at run time (emu_driver.cc: NVRTC's stand-in) links against it. */
+#ifndef EMU_API
+#define EMU_API __attribute__((visibility("default")))
+#endif
+
 /* ---- thread geometry ------------------------------------------------------------------ */
-extern uint3 threadIdx, blockIdx;
-extern dim3 blockDim, gridDim;
+extern EMU_API uint3 threadIdx, blockIdx;
+extern EMU_API dim3 blockDim, gridDim;
 static const int warpSize = 32;
 
 namespace emu {
 /* Waits until every thread of the block still running reaches a barrier (emu_sched.cc). */
-void block_barrier();
+EMU_API void block_barrier();
 /* Exchanges `bytes` bytes among the lanes of the caller's warp: writes mine into its slot,
  * waits for the warp, copies lane src's slot into out, waits again. */
-void warp_exchange(const void *mine, void *out, int src, size_t bytes);
+EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes);
 /* The caller's lane in its warp. */
-int lane();
+EMU_API int lane();
 } // namespace emu
 
 static inline void __syncthreads() { emu::block_barrier(); }
@@ -155,6 +161,17 @@ static inline unsigned long long __umul64hi(unsigned long long a, unsigned long 
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
 template <class T> static inline T __ldg(const T *p) { return *p; }
+/* One thread runs at a time and every write is seen at once: fences have nothing to order. */
+static inline void __threadfence() {}
+/* The PTX instructions generated kernels use in inline asm, which emu_driver.cc rewrites
+ * into calls of these (cuda_fp16.h's host conversions round to nearest even as cvt.rn). */
+static inline float emu_ptx_cvt_f32_f16(unsigned short h)
+{
+    __half_raw r;
+    r.x = h;
+    return __half2float(__half(r));
+}
+static inline unsigned short emu_ptx_cvt_rn_f16_f32(float f) { return __half_raw(__float2half_rn(f)).x; }
 /* declared (not defined) for the host by crt/device_functions.h */
 inline float __expf(float x) noexcept { return expf(x); }
 inline float __logf(float x) noexcept { return logf(x); }

@@ -15,15 +15,20 @@
 #include <type_traits>
 #include <utility>
 
+/* Exported from the emulator's library: kernel modules built at run time call it. */
+#ifndef EMU_API
+#define EMU_API __attribute__((visibility("default")))
+#endif
+
 namespace emu {
 
 /* Checks the configuration as cudaLaunchKernel would (an error goes where cudaGetLastError
  * finds it), then queues the grid on stream s: every block in turn, its threads as fibers
  * each calling thread_body (emu_sched.cc). */
-void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                 std::function<void()> thread_body);
+EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                         std::function<void()> thread_body);
 /* The running block's dynamic shared memory (`extern __shared__ T x[]`). */
-void *dynamic_shared();
+EMU_API void *dynamic_shared();
 
 template <class K> struct launcher {
     K call; /* calls the kernel with the launch's arguments */
@@ -44,6 +49,22 @@ template <class K>
 launcher<K> make_launcher(K call, const char *name, dim3 grid, dim3 block, size_t shmem = 0, cudaStream_t stream = 0)
 {
     return launcher<K>{call, name, grid, block, shmem, stream};
+}
+
+/* A launch through the driver API (cuLaunchKernel, emu_driver.cc): params[i] points at the
+ * i-th argument's value, copied here as CUDA copies it. */
+template <class... P, size_t... I>
+void launch_params(void (*k)(P...), const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                   void **params, std::index_sequence<I...>)
+{
+    auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(*(const std::decay_t<P> *)params[I]...);
+    launch_grid(name, grid, block, shmem, s, [k, args] { std::apply(k, *args); });
+}
+template <class... P>
+void launch_params(void (*k)(P...), const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                   void **params)
+{
+    launch_params(k, name, grid, block, shmem, s, params, std::index_sequence_for<P...>{});
 }
 
 } // namespace emu

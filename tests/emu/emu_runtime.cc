@@ -190,12 +190,7 @@ void run_now(const char *what, const std::function<void()> &work)
  * rather than leaving it only for cudaGetLastError. */
 cudaError_t queue(cudaStream_t s, const char *what, std::function<void()> work)
 {
-    cudaError_t before = t_error;
-    t_error = cudaSuccess;
-    emu::enqueue(s, what, std::move(work));
-    cudaError_t e = t_error;
-    if (e == cudaSuccess) t_error = before;
-    return e;
+    return emu::error_of([&] { emu::enqueue(s, what, std::move(work)); });
 }
 
 cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync)
@@ -252,6 +247,26 @@ void note(const char *fmt, ...)
 }
 
 void set_error(cudaError_t e) { t_error = e; }
+
+cudaError_t error_of(const std::function<void()> &f)
+{
+    cudaError_t before = t_error;
+    t_error = cudaSuccess;
+    f();
+    cudaError_t e = t_error;
+    t_error = e == cudaSuccess ? before : e;
+    return e;
+}
+
+cudaError_t take_error_of(const std::function<void()> &f)
+{
+    cudaError_t before = t_error;
+    t_error = cudaSuccess;
+    f();
+    cudaError_t e = t_error;
+    t_error = before;
+    return e;
+}
 
 bool device_range(const void *p, size_t n, const char *what)
 {

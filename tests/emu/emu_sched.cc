@@ -38,8 +38,8 @@
 #define STACK_BYTES ((size_t)128 << 10)
 #endif
 
-uint3 threadIdx, blockIdx;
-dim3 blockDim, gridDim;
+EMU_API uint3 threadIdx, blockIdx; /* exported: kernel modules (emu_driver.cc) read them */
+EMU_API dim3 blockDim, gridDim;
 
 namespace {
 
@@ -212,15 +212,15 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t shmem, const std::
 
 namespace emu {
 
-void block_barrier()
+EMU_API void block_barrier()
 {
     g_fiber[g_cur].state = AT_BLOCK_BARRIER;
     yield(false);
 }
 
-int lane() { return g_cur % 32; }
+EMU_API int lane() { return g_cur % 32; }
 
-void warp_exchange(const void *mine, void *out, int src, size_t bytes)
+EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes)
 {
     int base = g_cur / 32 * 32;
     memcpy(g_exchange[g_cur], mine, bytes < MAX_EXCHANGE ? bytes : MAX_EXCHANGE);
@@ -231,9 +231,9 @@ void warp_exchange(const void *mine, void *out, int src, size_t bytes)
     yield(false);
 }
 
-void *dynamic_shared() { return g_dynamic.data(); }
+EMU_API void *dynamic_shared() { return g_dynamic.data(); }
 
-void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body)
+EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body)
 {
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||

@@ -34,6 +34,8 @@ function H.run_child(child, env)
    f:close()
    local backend = H.emu and 'TOCHA_CUDA_LIB=' .. H.EMU .. ' TOCHA_CUDA_EMU_DEVICES=2 '
       .. 'TOCHA_CUDA_EMU_CAPACITY=64M TOCHA_CUDA_EMU_LOG=/dev/null '
+      -- graph mode's generated kernels: the emulator's NVRTC and driver (emu_driver.cc)
+      .. 'TOCHA_NVRTC_LIB=' .. H.EMU .. ' TOCHA_CUDA_DRIVER_LIB=' .. H.EMU .. ' TOCHA_NVRTC_CACHE=0 '
       or 'TOCHA_CUDA_LIB=' .. H.MOCK .. ' TOCHA_CUDA_MOCK_DEVICES=2 TOCHA_CUDA_MOCK_CAPACITY=64M '
    local p = assert(io.popen((env and env .. ' ' or '') .. backend .. 'luajit ' .. child .. ' 2>&1'))
    local out = p:read('*a')

@@ -32,6 +32,7 @@ put('compile.hits', f:stats().hits)
 local gi = f:graph(x2:cudaDouble()):deviceInfo()
 put('compile.graph_device', gi.device)
 put('compile.unfused', gi.groups_unfused == gi.groups and gi.unfused_runs > 0)
+put('compile.kernels', gi.groups_kernel == gi.groups and gi.kernel_launches > 0 and gi.unfused_runs == 0)
 
 -- 2. guards key on the device: CPU, cuda:0 and cuda:1 inputs trace separately
 local g = jit.compile(function(x) return torch.sigmoid(x) * 2 - x end)

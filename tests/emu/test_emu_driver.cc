@@ -1,0 +1,277 @@
+/* test_emu_driver.cc -- unit test of the CUDA emulator's NVRTC and driver stand-ins
+ * (emu_driver.cc), through the library tocha loads (build/tests/libtocha_cuda_emu.so, found
+ * beside this program), as core/graph/nvrtc.c and cuda_launch.c call them: by dlsym.
+ *
+ * Checked: the documented statuses of each call (not initialised, bad device, bad option,
+ * uncompiled program, no current context, an image that is not the emulator's, a missing
+ * function, a launch past __launch_bounds__, `extra`, no parameters, an empty grid); the
+ * logs name the cause (the compiler's error, the asm not emulated, the option); launched
+ * kernels compute what they should: scalar parameters copied at the launch, __shared__ and
+ * __syncthreads across a block, a grid-stride loop, the f16 conversions rewritten from
+ * inline PTX at known bit patterns (subnormal, infinities, NaN, a tie to even, overflow);
+ * a kernel whose threads deadlock fails its launch. Kernels get host memory: the emulator's
+ * kernels read any pointer, and this program cannot reach its cudaMalloc (hidden).
+ * Prints "N passed, N failed" (tests/run.sh reads it).
+ */
+#include "../cuda_host/host_check.h"
+#include <cuda.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <math.h>
+#include <nvrtc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <string>
+#include <vector>
+
+static void *g_lib;
+template <class F> static F sym(const char *name)
+{
+    void *p = dlsym(g_lib, name);
+    if (!p) printf("missing %s\n", name), exit(2); /* a test program, not the library */
+    F f;
+    memcpy(&f, &p, sizeof p);
+    return f;
+}
+
+#define FN(name) static decltype(&name) p_##name
+FN(nvrtcVersion);
+FN(nvrtcCreateProgram);
+FN(nvrtcCompileProgram);
+FN(nvrtcGetProgramLogSize);
+FN(nvrtcGetProgramLog);
+FN(nvrtcGetPTXSize);
+FN(nvrtcGetPTX);
+FN(nvrtcDestroyProgram);
+FN(cuInit);
+FN(cuDeviceGet);
+FN(cuDeviceGetAttribute);
+FN(cuDevicePrimaryCtxRetain);
+FN(cuCtxSetCurrent);
+FN(cuModuleLoadDataEx);
+FN(cuModuleGetFunction);
+FN(cuLaunchKernel);
+FN(cuGetErrorString);
+#define LOAD(name) p_##name = sym<decltype(&name)>(#name)
+
+static const char *kOpts[] = {"--gpu-architecture=compute_90", "--fmad=false", "--std=c++17"};
+
+/* Compiles src; the status, the log in *log and the image in *image. */
+static nvrtcResult compile(const char *src, const char *const *opts, int nopts, std::string *log, std::string *image)
+{
+    nvrtcProgram p = nullptr;
+    nvrtcResult r = p_nvrtcCreateProgram(&p, src, "test.cu", 0, nullptr, nullptr);
+    if (r != NVRTC_SUCCESS) return r;
+    r = p_nvrtcCompileProgram(p, nopts, opts);
+    size_t n = 0;
+    if (p_nvrtcGetProgramLogSize(p, &n) == NVRTC_SUCCESS) {
+        std::vector<char> b(n);
+        p_nvrtcGetProgramLog(p, b.data());
+        *log = b.data();
+    }
+    if (r == NVRTC_SUCCESS && p_nvrtcGetPTXSize(p, &n) == NVRTC_SUCCESS) {
+        std::vector<char> b(n);
+        p_nvrtcGetPTX(p, b.data());
+        *image = b.data();
+    }
+    p_nvrtcDestroyProgram(&p);
+    return r;
+}
+
+static const char kGood[] =
+    "extern \"C\" __global__ void __launch_bounds__(64) scale_rev(const float *x, float *y, int n, float a)\n"
+    "{\n"
+    "    __shared__ float sh[64];\n"
+    "    int t = threadIdx.x, i = blockIdx.x * 64 + t;\n"
+    "    sh[t] = i < n ? x[i] * a : -1.0f;\n"
+    "    __syncthreads();\n"
+    "    if (i < n) y[i] = sh[63 - t]; /* another thread's value: needs the barrier */\n"
+    "}\n"
+    "static __device__ __forceinline__ float h2f(unsigned short h)\n"
+    "{ float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+    "static __device__ __forceinline__ unsigned short f2h(float f)\n"
+    "{ unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "extern \"C\" __global__ void halves(const unsigned short *h, float *f, unsigned short *tripled, int n)\n"
+    "{\n"
+    "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {\n"
+    "        f[i] = h2f(h[i]);\n"
+    "        tripled[i] = f2h(f[i] * 3.0f);\n"
+    "    }\n"
+    "}\n"
+    "extern \"C\" __global__ void deadlock(int *x)\n"
+    "{\n"
+    "    int v = threadIdx.x;\n"
+    "    if (threadIdx.x < 16) __syncthreads(); /* half the warp at a block barrier, */\n"
+    "    else v = __shfl_down_sync(0xffffffffu, v, 1); /* half at a shuffle */\n"
+    "    x[threadIdx.x] = v;\n"
+    "}\n";
+
+static void check_init_and_devices()
+{
+    CUdevice d = -1;
+    EXPECT(p_cuDeviceGet(&d, 0) == CUDA_ERROR_NOT_INITIALIZED, "cuDeviceGet before cuInit");
+    EXPECT(p_cuInit(1) == CUDA_ERROR_INVALID_VALUE, "cuInit(1)");
+    EXPECT(p_cuInit(0) == CUDA_SUCCESS, "cuInit(0)");
+    EXPECT(p_cuDeviceGet(&d, 99) == CUDA_ERROR_INVALID_DEVICE, "device 99");
+    EXPECT(p_cuDeviceGet(&d, -1) == CUDA_ERROR_INVALID_DEVICE, "device -1");
+    EXPECT(p_cuDeviceGet(&d, 0) == CUDA_SUCCESS && d == 0, "device 0");
+    int v = 0;
+    EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0) == CUDA_SUCCESS && v == 2, "SMs %d", v);
+    EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == CUDA_SUCCESS && v == 9, "major");
+    EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == CUDA_SUCCESS && v == 0, "minor");
+    EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 0) == CUDA_ERROR_INVALID_VALUE, "not emulated");
+    EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 7) == CUDA_ERROR_INVALID_DEVICE, "device 7");
+    const char *s = nullptr;
+    EXPECT(p_cuGetErrorString(CUDA_ERROR_INVALID_IMAGE, &s) == CUDA_SUCCESS && s && strstr(s, "image"), "string");
+    EXPECT(p_cuGetErrorString((CUresult)12345, &s) == CUDA_ERROR_INVALID_VALUE && !s, "unknown code");
+}
+
+static void check_nvrtc(std::string *image)
+{
+    int major = -1, minor = -1;
+    EXPECT(p_nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && major == 0 && minor == 1, "version %d.%d", major, minor);
+    std::string log, img;
+    EXPECT(compile(kGood, kOpts, 3, &log, image) == NVRTC_SUCCESS, "good source: %s", log.c_str());
+    EXPECT(image->find("tocha CUDA emulator module") == 3 && image->find("emu_entry_scale_rev") != std::string::npos,
+           "the image is the marked C++");
+    const char *bad_opt[] = {"-G"};
+    EXPECT(compile(kGood, bad_opt, 1, &log, &img) == NVRTC_ERROR_INVALID_OPTION && log.find("'-G'") != std::string::npos,
+           "-G: %s", log.c_str());
+    const char *real_arch[] = {"--gpu-architecture=sm_90"};
+    EXPECT(compile(kGood, real_arch, 1, &log, &img) == NVRTC_ERROR_INVALID_OPTION, "sm_90 is not a virtual arch");
+    EXPECT(compile("extern \"C\" __global__ void k(int *x) { unsigned l; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(l)); "
+                   "x[0] = l; }",
+                   kOpts, 3, &log, &img) == NVRTC_ERROR_COMPILATION &&
+               log.find("not emulated") != std::string::npos,
+           "laneid asm: %s", log.c_str());
+    EXPECT(compile("extern \"C\" __global__ void k(int *x) { unsigned l; asm(\"popc.b32 %0, %1;\" : \"=r\"(l) : "
+                   "\"r\"(x[0])); }",
+                   kOpts, 3, &log, &img) == NVRTC_ERROR_COMPILATION &&
+               log.find("popc.b32") != std::string::npos,
+           "popc asm: %s", log.c_str());
+    EXPECT(compile("extern \"C\" __global__ void k(int *x) { x[0] = undeclared; }", kOpts, 3, &log, &img) ==
+                   NVRTC_ERROR_COMPILATION &&
+               log.find("undeclared") != std::string::npos && log.find("error") != std::string::npos,
+           "syntax error: %s", log.c_str());
+    nvrtcProgram p = nullptr;
+    size_t n = 0;
+    EXPECT(p_nvrtcCreateProgram(&p, "int x;", "p.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS, "create");
+    EXPECT(p_nvrtcGetPTXSize(p, &n) == NVRTC_ERROR_INVALID_PROGRAM, "PTX before compiling");
+    EXPECT(p_nvrtcCompileProgram(p, -1, nullptr) == NVRTC_ERROR_INVALID_INPUT, "negative option count");
+    nvrtcProgram q = p;
+    EXPECT(p_nvrtcDestroyProgram(&p) == NVRTC_SUCCESS && p == nullptr, "destroy");
+    EXPECT(p_nvrtcDestroyProgram(&q) == NVRTC_ERROR_INVALID_PROGRAM, "destroy twice");
+    EXPECT(p_nvrtcCreateProgram(nullptr, "int x;", "p.cu", 0, nullptr, nullptr) == NVRTC_ERROR_INVALID_INPUT, "NULL");
+}
+
+static float half_to_float(unsigned short h) /* independent of cuda_fp16.h */
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void check_launches(const std::string &image)
+{
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    EXPECT(p_cuModuleLoadDataEx(&m, image.c_str(), 0, nullptr, nullptr) == CUDA_ERROR_INVALID_CONTEXT, "no context");
+    CUcontext c = nullptr;
+    EXPECT(p_cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && c, "retain");
+    EXPECT(p_cuCtxSetCurrent((CUcontext)&image) == CUDA_ERROR_INVALID_CONTEXT, "a bogus context");
+    EXPECT(p_cuCtxSetCurrent(c) == CUDA_SUCCESS, "set current");
+    char jlog[256] = "";
+    CUjit_option o[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *ov[2] = {jlog, (void *)(uintptr_t)sizeof jlog};
+    EXPECT(p_cuModuleLoadDataEx(&m, ".version 8.0\n.target sm_90\n", 2, o, ov) == CUDA_ERROR_INVALID_IMAGE &&
+               strstr(jlog, "not from the emulator"),
+           "real PTX refused: %s", jlog);
+    EXPECT(p_cuModuleLoadDataEx(&m, image.c_str(), 2, o, ov) == CUDA_SUCCESS && m, "load");
+    EXPECT(p_cuModuleGetFunction(&f, m, "nope") == CUDA_ERROR_NOT_FOUND, "missing function");
+    EXPECT(p_cuModuleGetFunction(&f, (CUmodule)&image, "scale_rev") == CUDA_ERROR_INVALID_HANDLE, "bogus module");
+    EXPECT(p_cuModuleGetFunction(&f, m, "scale_rev") == CUDA_SUCCESS && f, "scale_rev");
+
+    /* scale_rev over 150 elements: three blocks of 64, the last partly out of range */
+    const int n = 150;
+    std::vector<float> x(192), y(192, 7.0f);
+    for (int i = 0; i < n; i++) x[i] = (float)i - 20.0f;
+    int nn = n;
+    float a = 2.5f;
+    const float *xp = x.data();
+    float *yp = y.data();
+    void *params[4] = {&xp, &yp, &nn, &a};
+    EXPECT(p_cuLaunchKernel(f, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS, "launch");
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int src = i / 64 * 64 + 63 - i % 64; /* the mirror in the block, -1 when out of range */
+        float want = src < n ? x[src] * a : -1.0f;
+        bad += y[i] != want;
+    }
+    EXPECT(bad == 0 && y[150] == 7.0f, "scale_rev: %d wrong", bad);
+    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_INVALID_VALUE,
+           "past __launch_bounds__(64)");
+    void *extra[1] = {nullptr};
+    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, nullptr, params, extra) == CUDA_ERROR_INVALID_VALUE, "extra");
+    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE,
+           "no parameters");
+    EXPECT(p_cuLaunchKernel(f, 0, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_INVALID_VALUE, "empty grid");
+    EXPECT(p_cuLaunchKernel((CUfunction)&image, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) ==
+               CUDA_ERROR_INVALID_HANDLE,
+           "bogus function");
+
+    /* the f16 conversions: load, then three times the value rounded to nearest even */
+    static const unsigned short h[] = {0x3C00, 0x0001, 0x7C00, 0xFC00, 0x7E00, 0x3555, 0x7BFF, 0x8000, 0xC000, 0x0400};
+    /* 0x3555 * 3 = 1 - 2^-12, halfway between 0x3BFF and 0x3C00: even wins; 65504 * 3 overflows */
+    static const unsigned short tripled[] = {0x4200, 0x0003, 0x7C00, 0xFC00, 0x7E00, 0x3C00, 0x7C00, 0x8000, 0xC600, 0x0A00};
+    const int nh = (int)(sizeof h / sizeof h[0]);
+    std::vector<float> fo(nh);
+    std::vector<unsigned short> to(nh);
+    const unsigned short *hp = h;
+    float *fp = fo.data();
+    unsigned short *tp = to.data();
+    int nhv = nh;
+    void *hparams[4] = {&hp, &fp, &tp, &nhv};
+    EXPECT(p_cuModuleGetFunction(&f, m, "halves") == CUDA_SUCCESS, "halves");
+    EXPECT(p_cuLaunchKernel(f, 2, 1, 1, 3, 1, 1, 0, nullptr, hparams, nullptr) == CUDA_SUCCESS, "launch halves");
+    for (int i = 0; i < nh; i++) {
+        float want = half_to_float(h[i]);
+        EXPECT(isnan(want) ? isnan(fo[i]) : fo[i] == want, "h2f(%#x) = %g, want %g", h[i], fo[i], want);
+        bool nan = (tripled[i] & 0x7c00) == 0x7c00 && (tripled[i] & 0x3ff);
+        EXPECT(nan ? ((to[i] & 0x7c00) == 0x7c00 && (to[i] & 0x3ff)) : to[i] == tripled[i], "3 * %#x -> %#x, want %#x",
+               h[i], to[i], tripled[i]);
+    }
+
+    /* half a warp waits at a block barrier, the other half at a shuffle: neither can go on */
+    std::vector<int> z(32, 0);
+    int *zp = z.data();
+    void *zparams[1] = {&zp};
+    EXPECT(p_cuModuleGetFunction(&f, m, "deadlock") == CUDA_SUCCESS, "deadlock");
+    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, zparams, nullptr) == CUDA_ERROR_LAUNCH_FAILED,
+           "a deadlock fails the launch");
+}
+
+int main(int, char **argv)
+{
+    char self[4096];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[k > 0 ? k : 0] = '\0';
+    std::string lib = std::string(k > 0 ? dirname(self) : dirname(argv[0])) + "/libtocha_cuda_emu.so";
+    setenv("TOCHA_CUDA_EMU_LOG", "/dev/null", 0); /* the expected failures' notes */
+    g_lib = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!g_lib) {
+        printf("cannot load %s: %s\n0 passed, 1 failed\n", lib.c_str(), dlerror());
+        return 1;
+    }
+    LOAD(nvrtcVersion), LOAD(nvrtcCreateProgram), LOAD(nvrtcCompileProgram), LOAD(nvrtcGetProgramLogSize);
+    LOAD(nvrtcGetProgramLog), LOAD(nvrtcGetPTXSize), LOAD(nvrtcGetPTX), LOAD(nvrtcDestroyProgram);
+    LOAD(cuInit), LOAD(cuDeviceGet), LOAD(cuDeviceGetAttribute), LOAD(cuDevicePrimaryCtxRetain);
+    LOAD(cuCtxSetCurrent), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
+    LOAD(cuGetErrorString);
+    check_init_and_devices();
+    std::string image;
+    check_nvrtc(&image);
+    if (!image.empty()) check_launches(image);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
