@@ -14,8 +14,9 @@
  * Mode CUDNN_BATCHNORM_SPATIAL: statistics per channel over N and every spatial dim; x is
  * described as (N, C, L|1, 1) for 2-D / 3-D inputs, as it is for 4-D and 5-D ones.
  * dtypes: x f32 / f64 / f16 / bf16; the per-channel tensors and stats in float (double for
- * f64). Anything cuDNN does not take (a half weight beside a half x, sizes beyond int, a
- * refused configuration) is TC_ERR_UNSUPPORTED, so libtocha's
+ * f64): a half weight, bias or running tensor beside a half x (model:half()) is converted to
+ * a float32 scratch copy first, as the CPU computes it. Anything cuDNN does not take (sizes
+ * beyond int, a refused configuration) is TC_ERR_UNSUPPORTED, so libtocha's
  * host fallback runs the CPU kernel. A missing weight / bias becomes a scratch vector of
  * ones / zeros (cuDNN needs both). Work goes on cu_stream() (cudnnSetStream).
  * NOTE: compiled with nvcc 13 for sm_90 but never run on a GPU (docs/cuda.md); over the mock
@@ -129,7 +130,7 @@ static tc_status descs_make(const char *what, const tc_cuda_view *x, int sdt, bn
 
 /* Scratch and dense copies of one call, released together. */
 struct bn_bufs {
-    void *tmp[10];
+    void *tmp[12];
     int n;
 };
 
@@ -139,6 +140,25 @@ static tc_status dense_in(int dev, bn_bufs *b, const tc_cuda_view *v, tc_cuda_vi
     tc_status s = cu_dense_input(dev, v, use, &t, what);
     if (t) b->tmp[b->n++] = t;
     return s;
+}
+
+/* A per-channel input (weight, bias, running stats) dense and in the stats dtype sdt: v
+ * itself or a dense copy, or, for a half tensor beside a half x (cuDNN takes the per-channel
+ * tensors in float only), a float32 copy in scratch. The CPU computes such a call through
+ * float32 too (tc_cpu_with_f32), so the results agree. */
+static tc_status channel_in(int dev, bn_bufs *b, int op, const tc_cuda_view *v, int sdt, tc_cuda_view *use,
+                            const char *what)
+{
+    if (v->dtype == sdt) return dense_in(dev, b, v, use, what);
+    void *t = NULL;
+    tc_status s = cu_scratch_alloc(dev, (size_t)v->numel * cu_elsize(sdt), &t);
+    if (s) return s;
+    b->tmp[b->n++] = t;
+    *use = cu_view_dense(v, t);
+    use->dtype = sdt;
+    tc_cuda_call cc = {}; /* the copy op's conversion kernels, named after op */
+    cc.op = op, cc.nin = 1, cc.in = v, cc.nout = 1, cc.out[0] = *use;
+    return cu_op_convert(dev, &cc);
 }
 
 /* A dense destination for out: out itself when dense and not one of the inputs a, b (an
@@ -180,10 +200,6 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
     snprintf(what, sizeof what, "%s: input (%lld,%lld,...) %s", cu_op_name(c->op), (long long)x->size[0],
              (long long)x->size[1], cu_dtype_name(dt));
     int64_t C = x->size[1];
-    for (int i = 1; i < c->nin; i++) /* per-channel tensors: cuDNN takes them in the stats dtype */
-        if (c->in[i].data && c->in[i].ndim == 1 && c->in[i].dtype != sdt)
-            return cu_fail(TC_ERR_UNSUPPORTED, "%s: %s per-channel tensors are not taken by cuDNN", what,
-                           cu_dtype_name(c->in[i].dtype));
     for (int d = 0; d < x->ndim; d++)
         if (x->size[d] > INT_MAX / 2) return cu_fail(TC_ERR_UNSUPPORTED, "%s: sizes beyond cuDNN's int", what);
     if (C == 0) return TC_OK;
@@ -209,7 +225,7 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
     {
         const tc_cuda_view *wv = &c->in[bw ? 2 : 1];
         if (wv->data) {
-            if ((s = dense_in(dev, &b, wv, &w, what))) goto done;
+            if ((s = channel_in(dev, &b, c->op, wv, sdt, &w, what))) goto done;
         } else {
             if ((s = constant(dev, &b, sdt, C, 1, &ones))) goto done;
             w.data = ones;
@@ -245,7 +261,7 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
         } else {
             const tc_cuda_view *bv = &c->in[2];
             if (bv->data) {
-                if ((s = dense_in(dev, &b, bv, &bias, what))) goto done;
+                if ((s = channel_in(dev, &b, c->op, bv, sdt, &bias, what))) goto done;
             } else {
                 if ((s = constant(dev, &b, sdt, C, 0, &zeros))) goto done;
                 bias.data = zeros;
@@ -259,8 +275,8 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
             }
             if (!train) {
                 tc_cuda_view rm, rv;
-                if ((s = dense_in(dev, &b, &c->in[3], &rm, what))) goto done;
-                if ((s = dense_in(dev, &b, &c->in[4], &rv, what))) goto done;
+                if ((s = channel_in(dev, &b, c->op, &c->in[3], sdt, &rm, what))) goto done;
+                if ((s = channel_in(dev, &b, c->op, &c->in[4], sdt, &rv, what))) goto done;
                 if (x->numel > 0)
                     st = cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, xd.data,
                                                                  d.x, y.data, d.bn, w.data, bias.data, rm.data,

@@ -22,9 +22,10 @@
  *
  * Numerics against the CPU: f32/f64 arithmetic is IEEE on both sides and nvrtc.c compiles
  * with --fmad=false, so +,-,*,/ and sqrt agree bitwise; exp, tanh, ... are CUDA's, within
- * their documented ulps, not the CPU's. f16/bf16 values between members stay in float
- * registers (rounded only at stores and explicit conversions), where eager rounds every
- * op's result. Conversions reproduce the CPU's (through double, saturating, NaN -> 0).
+ * their documented ulps, not the CPU's. f16/bf16 values live in float registers, each
+ * member's result rounded to its half dtype as eager rounds every op's result (so a group
+ * gives eager's bits on the same device). Conversions reproduce the CPU's (through double,
+ * saturating, NaN -> 0).
  *
  * Refused (an error naming the group and member, so the caller runs the group another
  * way): ops with no elementwise formula, integer formulas calling tc_* helpers of
@@ -350,7 +351,11 @@ static void member_stmt(const gen *G, int m, sbuf *b)
     }
     int dt = n->nin ? G->g->vals[n->in[0]].dtype : odt, cdt = reg_dt(dt);
     const char *C = store_t[cdt];
-    put(b, "%sconst %s v%d = op_%s_%s(%s, %s, %s", G->ind, reg_t(odt), m, info->name, sfx[cdt], r[0], r[1], r[2]);
+    /* a half result is rounded to its dtype here, as eager mode rounds each op's result: the
+     * group computes eager's numbers, not more precise ones */
+    const char *rnd = odt == TC_F16 ? "tc_h2f(tc_f2h(" : odt == TC_BF16 ? "tc_bf2f(tc_f2bf(" : "";
+    put(b, "%sconst %s v%d = %sop_%s_%s(%s, %s, %s", G->ind, reg_t(odt), m, rnd, info->name, sfx[cdt], r[0], r[1],
+        r[2]);
     for (int k = 0; k < 2; k++) { /* the params the op reads, as (T)s exactly; others 0 */
         if (k < info->nparams) {
             put(b, ", (%s)", C);
@@ -359,7 +364,7 @@ static void member_stmt(const gen *G, int m, sbuf *b)
             put(b, ", 0");
         }
     }
-    put(b, ");\n");
+    put(b, ")%s;\n", *rnd ? "))" : "");
 }
 
 /* ---- the kernel text ------------------------------------------------------------------------ */

@@ -10,7 +10,8 @@
  * A fused group (fuse.c) on a device becomes one generated kernel (cuda_codegen.c, NVRTC
  * in nvrtc.c, launched by cuda_launch.c) when all of these hold: NVRTC loads, the CUDA
  * driver loads, the backend is not the mock (its "device" pointers are host memory), the
- * codegen accepts the group, and TOCHA_CUDA_FUSED is not 0 ("force" skips the first three
+ * codegen accepts the group, every input it reads is on the device or a 0-dim CPU constant
+ * (copied to the device once, at prepare), and TOCHA_CUDA_FUSED is not 0 ("force" skips the first three
  * checks: tests use it on machines without a driver, where the launch then fails and the
  * group falls back as below; never with the mock on a machine that has one). Otherwise -- and for a run
  * whose group inputs are laid out otherwise than the kernel was generated for -- the group
@@ -42,6 +43,8 @@ typedef struct dgroup {
     tc_cuda_kernel k;
     int64_t (*in_stride)[TC_MAX_DIMS]; /* per input: the strides the kernel reads it with */
     bool *in_fixed;         /* per input: its header is fixed (checked once, at prepare) */
+    tc_tensor **in_dev;     /* per input: the device copy of a 0-dim CPU constant, or NULL */
+    int32_t nins;           /* the group's inputs (in_dev's length) */
     step *members;          /* unfused: one dispatcher step per member */
     int32_t nmembers;
     int32_t *redir, nredir; /* outputs computed into a temporary first */
@@ -302,11 +305,20 @@ static void try_kernel(const tc_graph *g, plan *pl, dgroup *d, const char *refus
         bool contig = !d->in_fixed[k] || memcmp(t->stride, cs, sizeof(int64_t) * (size_t)x->ndim) == 0;
         strides[k] = contig ? NULL : d->in_stride[k];
     }
-    for (int32_t k = 0; k < grp->nins; k++)
-        if (g->vals[grp->ins[k]].device != pl->device) { /* a 0-dim CPU tensor: host memory */
-            note_unfused(pl, "the group reads a CPU scalar tensor");
+    for (int32_t k = 0; k < grp->nins; k++) {
+        int32_t v = grp->ins[k];
+        if (g->vals[v].device == pl->device) continue;
+        /* a 0-dim CPU tensor (host memory; a Lua number in `x * 2` is one): a constant is
+         * copied to the device once and the kernel reads the copy; one that may change
+         * between runs keeps the group unfused */
+        const tc_tensor *t = pl->rt[v];
+        if (pl->bind[pl->info->root[v]] != TC_GB_CONST || !t ||
+            tc_tensor_to(t, pl->device, -1, &d->in_dev[k]) != TC_OK) {
+            tc_clear_error();
+            note_unfused(pl, "the group reads a CPU scalar tensor that is not a constant");
             return;
         }
+    }
     bool fits = grp->nins <= TC_FUSE_MAX_INS && grp->nouts <= TC_FUSE_MAX_MEMBERS;
     if (!fits || tc_cuda_codegen(g, d->group, strides, &d->k) != TC_OK) {
         char why[256];
@@ -335,7 +347,10 @@ tc_status tc_gexec_dgroup_prepare(const tc_graph *g, plan *pl, int32_t group, in
     d->redir_saved = calloc(no, sizeof *d->redir_saved);
     d->in_stride = calloc(ni, sizeof *d->in_stride);
     d->in_fixed = calloc(ni, sizeof *d->in_fixed);
-    if (!d->members || !d->internal || !d->redir || !d->redir_tmp || !d->redir_saved || !d->in_stride || !d->in_fixed)
+    d->in_dev = calloc(ni, sizeof *d->in_dev);
+    d->nins = grp->nins;
+    if (!d->members || !d->internal || !d->redir || !d->redir_tmp || !d->redir_saved || !d->in_stride || !d->in_fixed ||
+        !d->in_dev)
         return tc_set_error(TC_ERR_MEMORY, "graph: out of memory preparing fused group %d", group);
     for (int32_t m = 0; m < grp->nnodes; m++) {
         int32_t v = g->nodes[grp->nodes[m]].out[0];
@@ -398,7 +413,7 @@ tc_status tc_gexec_dgroup_run(const tc_graph *g, plan *pl, int32_t idx)
     void *ins[TC_FUSE_MAX_INS], *outs[TC_FUSE_MAX_MEMBERS];
     bool same = true; /* (try_kernel checked the counts) */
     for (int32_t k = 0; k < grp->nins && same; k++) {
-        const tc_tensor *t = pl->rt[grp->ins[k]];
+        const tc_tensor *t = d->in_dev[k] ? d->in_dev[k] : pl->rt[grp->ins[k]];
         if (t->device != pl->device ||
             (!d->in_fixed[k] && memcmp(t->stride, d->in_stride[k], sizeof(int64_t) * (size_t)t->ndim) != 0))
             same = false; /* a per-run input laid out otherwise than the kernel reads it */
@@ -456,7 +471,8 @@ void tc_gexec_cuda_free(plan *pl)
         for (int32_t m = 0; d->members && m < d->nmembers; m++) free(d->members[m].in);
         for (int32_t r = 0; d->redir_tmp && r < d->nredir; r++) tc_tensor_release(d->redir_tmp[r]);
         free(d->members), free(d->internal), free(d->redir), free(d->redir_tmp), free(d->redir_saved);
-        free(d->in_stride), free(d->in_fixed);
+        for (int32_t k = 0; d->in_dev && k < d->nins; k++) tc_tensor_release(d->in_dev[k]);
+        free(d->in_stride), free(d->in_fixed), free(d->in_dev);
     }
     free(pl->dg);
     pl->dg = NULL, pl->ndg = 0;

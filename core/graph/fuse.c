@@ -4,7 +4,8 @@
  *
  * What joins a group:
  *   members    elementwise ops with a float computing dtype (f32/f64; comparisons give
- *              uint8 masks), copy between f32/f64/uint8/bool, where(mask, a, b). Every
+ *              uint8 masks), copy between f32/f64/uint8/bool, where(mask, a, b); in a
+ *              graph on a CUDA device f16/bf16 too (see member_float). Every
  *              member's result has the group's iteration shape; inputs from outside may
  *              broadcast to it. Random nodes never join (TC_GN_RANDOM).
  *   reduction  sum or mean over all elements or along the last dim of a member's value may
@@ -47,8 +48,16 @@ typedef struct fstate {
     int32_t *owner; /* value id -> temporary group whose member made it, or -1 */
 } fstate;
 
-static bool is_float(int dt) { return dt == TC_F32 || dt == TC_F64; }
-static bool is_fusable_dtype(int dt) { return is_float(dt) || dt == TC_U8 || dt == TC_BOOL; }
+static bool is_half(int dt) { return dt == TC_F16 || dt == TC_BF16; }
+/* The float dtypes members compute in: f32/f64, and f16/bf16 in a graph on a CUDA device.
+ * The CPU's fused loops (fused.c) have none for halves; a device group runs as one
+ * generated kernel (cuda_codegen.c, which rounds each member's half result as eager mode
+ * rounds each op's, so the numbers are eager's) or member by member (exec_cuda.c). */
+static bool member_float(const tc_graph *g, int dt)
+{
+    return dt == TC_F32 || dt == TC_F64 || (g->device != TC_CPU && is_half(dt));
+}
+static bool is_fusable_dtype(const tc_graph *g, int dt) { return member_float(g, dt) || dt == TC_U8 || dt == TC_BOOL; }
 
 /* Whether shape (nd, sz) broadcasts to (ond, osz) without changing it. */
 static bool broadcasts_to(int nd, const int64_t *sz, int ond, const int64_t *osz)
@@ -81,18 +90,19 @@ static bool ew_member(const tc_graph *g, const tc_gnode *n)
     case TC_KIND_EW: {
         if (info->nin < 1 || n->nin != info->nin || !(info->flags & TC_OPF_FLT)) return false;
         int dt = g->vals[n->in[0]].dtype;
-        if (!is_float(dt)) return false;
+        if (!member_float(g, dt)) return false;
         for (int i = 1; i < n->nin; i++)
             if (g->vals[n->in[i]].dtype != dt) return false;
         if (o->dtype != ((info->flags & TC_OPF_CMP) ? TC_U8 : dt)) return false;
-        return tc_cpu_ew_loop((tc_op)n->op, dt, o->dtype) != NULL;
+        int ldt = is_half(dt) ? TC_F32 : dt; /* a half op computes by the float formula */
+        return tc_cpu_ew_loop((tc_op)n->op, ldt, o->dtype == dt ? ldt : o->dtype) != NULL;
     }
     case TC_KIND_CONVERT:
-        return n->nin == 1 && is_fusable_dtype(g->vals[n->in[0]].dtype) && is_fusable_dtype(o->dtype);
+        return n->nin == 1 && is_fusable_dtype(g, g->vals[n->in[0]].dtype) && is_fusable_dtype(g, o->dtype);
     case TC_KIND_SELECT: {
         if (n->nin != 3) return false;
         int m = g->vals[n->in[0]].dtype, a = g->vals[n->in[1]].dtype, b = g->vals[n->in[2]].dtype;
-        return (m == TC_U8 || m == TC_BOOL) && is_float(a) && a == b && o->dtype == a;
+        return (m == TC_U8 || m == TC_BOOL) && member_float(g, a) && a == b && o->dtype == a;
     }
     default: return false;
     }
@@ -107,7 +117,7 @@ static bool tail_reduction(const tc_graph *g, const tc_gnode *n)
     const tc_gval *x = &g->vals[n->in[0]];
     int64_t dim = n->p.i[0];
     bool all = dim == -1 || x->ndim == 0, last = x->ndim > 0 && dim == x->ndim - 1;
-    return is_float(x->dtype) && g->vals[n->out[0]].dtype == x->dtype && (all || last);
+    return member_float(g, x->dtype) && g->vals[n->out[0]].dtype == x->dtype && (all || last);
 }
 
 /* Adds v to the group's outside inputs unless present; false when the list is full. */

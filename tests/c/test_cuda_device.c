@@ -12,6 +12,7 @@
 #include "ctest.h"
 #include "cuda_test_util.h"
 #include "internal.h"
+#include <math.h>
 #include <stdlib.h>
 
 int conformance_golden_on(int device, int *total);       /* test_conformance.c */
@@ -293,5 +294,73 @@ TEST(cuda_device_entry_points_bad_input)
     tc_status st = tc_cuda_synchronize(40);
     CHECK(st == TC_ERR_ARG || st == TC_ERR_DEVICE);
     CHECK(strstr(tc_last_error(), "cuda synchronize:") != NULL);
+    ct_drop();
+}
+
+/* A (sizes) tensor of dtype dt on the host with varied values scale * sin(0.7 i) + shift. */
+static tc_tensor *wave_as(tc_dtype dt, int nd, const int64_t *sz, double scale, double shift)
+{
+    tc_tensor *d = NULL, *r = NULL;
+    if (tc_tensor_new(TC_F64, nd, sz, &d) != TC_OK) return NULL;
+    for (int64_t i = 0; i < tc_tensor_numel(d); i++) ((double *)tc_tensor_data(d))[i] = scale * sin(0.7 * (double)i) + shift;
+    tc_tensor_to(d, TC_CPU, dt, &r);
+    tc_tensor_release(d);
+    return ct_keep(r);
+}
+
+/* Whether every element of the device tensor d is within tol (relative, ct_near) of c's. */
+static int dev_near(const tc_tensor *d, const tc_tensor *c, double tol)
+{
+    tc_tensor *h = d ? host(d) : NULL;
+    if (!h || !c || h->dtype != c->dtype || tc_tensor_numel(h) != tc_tensor_numel(c)) return 0;
+    for (int64_t i = 0; i < tc_tensor_numel(h); i++)
+        if (!ct_near(ct_at(h, i), ct_at(c, i), tol)) {
+            printf("    element %lld: device %.9g, cpu %.9g\n", (long long)i, ct_at(h, i), ct_at(c, i));
+            return 0;
+        }
+    return 1;
+}
+
+/* batch_norm with f16 / bf16 weight, bias and running tensors beside an x of the same dtype
+ * (model:half()): cuDNN takes the per-channel tensors in float only, so the device converts
+ * them (dnn_bn.cu), where it used to send the op to the host. Training and evaluation,
+ * forward and backward, against the CPU (which computes through float32 too); on a real
+ * backend no call falls back to the host. */
+TEST(cuda_dev_batch_norm_half_params)
+{
+    if (!have_device(ctest_failed)) return;
+    static const tc_dtype dts[2] = {TC_F16, TC_BF16};
+    for (int k = 0; k < 2; k++) {
+        tc_dtype dt = dts[k];
+        double tol = dt == TC_F16 ? 2e-3 : 1e-2;
+        tc_tensor *x = wave_as(dt, 4, SZ(4, 3, 5, 5), 1.5, 0.2), *w = wave_as(dt, 1, SZ(3), 0.5, 1),
+                  *b = wave_as(dt, 1, SZ(3), 0.3, 0.1), *rm = wave_as(dt, 1, SZ(3), 0.2, 0),
+                  *rv = wave_as(dt, 1, SZ(3), 0.3, 1), *go = wave_as(dt, 4, SZ(4, 3, 5, 5), 1, -0.1);
+        tc_tensor *dx = on_dev(x), *dw = on_dev(w), *db = on_dev(b), *drm = on_dev(rm), *drv = on_dev(rv),
+                  *dgo = on_dev(go);
+        if (!dx || !dw || !db || !drm || !drv || !dgo) break;
+        for (int train = 1; train >= 0; train--) {
+            int64_t fb = tc_cuda_host_fallbacks(TC_OP_BATCH_NORM) + tc_cuda_host_fallbacks(TC_OP_BATCH_NORM_BACKWARD);
+            const tc_tensor *ci[5] = {x, w, b, rm, rv}, *di[5] = {dx, dw, db, drm, drv};
+            tc_tensor *yc[2] = {NULL, NULL}, *yd[2] = {NULL, NULL}, *gc[2] = {NULL, NULL}, *gd[2] = {NULL, NULL};
+            const tc_params p = {.s = {1e-5}, .i = {train}};
+            CHECK_OK(tc_op_run(TC_OP_BATCH_NORM, ci, 5, &p, yc, 2));
+            CHECK_OK(tc_op_run(TC_OP_BATCH_NORM, di, 5, &p, yd, 2));
+            for (int i = 0; i < 2; i++) ct_keep(yc[i]), ct_keep(yd[i]);
+            if (!yc[1] || !yd[1]) continue;
+            CHECK(yd[0]->dtype == (int)dt && yd[1]->dtype == TC_F32 && yd[0]->device == DEV);
+            CHECK(dev_near(yd[0], yc[0], tol));
+            CHECK(dev_near(yd[1], yc[1], 1e-5));
+            const tc_tensor *cb[4] = {go, x, w, yc[1]}, *dbk[4] = {dgo, dx, dw, yd[1]};
+            CHECK_OK(tc_op_run(TC_OP_BATCH_NORM_BACKWARD, cb, 4, &p, gc, 2));
+            CHECK_OK(tc_op_run(TC_OP_BATCH_NORM_BACKWARD, dbk, 4, &p, gd, 2));
+            for (int i = 0; i < 2; i++) ct_keep(gc[i]), ct_keep(gd[i]);
+            CHECK(gd[0] && gd[0]->dtype == (int)dt && gd[1] && gd[1]->dtype == TC_F32);
+            CHECK(dev_near(gd[0], gc[0], tol));
+            CHECK(dev_near(gd[1], gc[1], 1e-4)); /* sums of 100 products: float vs double order */
+            int64_t now = tc_cuda_host_fallbacks(TC_OP_BATCH_NORM) + tc_cuda_host_fallbacks(TC_OP_BATCH_NORM_BACKWARD);
+            if (!mock_backend()) CHECK(now == fb); /* cuDNN ran them */
+        }
+    }
     ct_drop();
 }

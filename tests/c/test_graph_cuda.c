@@ -326,3 +326,51 @@ TEST(cuda_dev_graph_fold_writeback_and_checked_sizes)
     tc_graph_free(g);
     ct_drop();
 }
+
+/* Half-precision groups (fuse.c forms them only on a device): trace_fn in float16 and
+ * bfloat16 on the device fuses (mul, add, tanh, sum) into a half group, and the compiled
+ * graph gives eager mode's numbers on the same device bit for bit: the generated kernel
+ * rounds every member's result as eager rounds each op's (cuda_codegen.c); member by member
+ * it is eager. The CPU graph of the same function has no half group. */
+TEST(cuda_dev_graph_half_groups_as_eager)
+{
+    if (!have_device()) return;
+    static const tc_dtype dts[2] = {TC_F16, TC_BF16};
+    for (int k = 0; k < 2; k++) {
+        tc_dtype dt = dts[k];
+        tc_tensor *x = NULL, *w = NULL, *b = NULL;
+        tc_tensor_to(wave(TC_F32, 2, SZ(40, 40), 0.1), DEV, dt, &x); /* square: z adds b to y's transpose */
+        tc_tensor_to(wave(TC_F32, 2, SZ(40, 40), 2.0), DEV, dt, &w);
+        tc_tensor_to(wave(TC_F32, 1, SZ(40), 0.7), DEV, dt, &b);
+        ct_keep(x), ct_keep(w), ct_keep(b);
+        tc_graph *gd = NULL, *gc = NULL;
+        CHECK_OK(trace_fn(x, w, b, &gd));
+        CHECK_OK(trace_fn(host(x), host(w), host(b), &gc));
+        if (!gd || !gc) {
+            tc_graph_free(gd), tc_graph_free(gc);
+            continue;
+        }
+        CHECK_OK(tc_graph_compile(gd, TC_PASS_ALL));
+        CHECK_OK(tc_graph_compile(gc, TC_PASS_ALL));
+        CHECK(gd->ngroups >= 1 && gc->ngroups == 0);
+        /* eager on the device, op by op */
+        tc_tensor *m = run1(TC_OP_MUL, x, w, NULL, NULL), *a = run1(TC_OP_ADD, m, b, NULL, P(.s = {0.5}));
+        tc_tensor *y = run1(TC_OP_TANH, a, NULL, NULL, NULL), *s = run1(TC_OP_SUM, y, NULL, NULL, P(.i = {1, 0}));
+        tc_tensor *z = run1(TC_OP_ADD, run1(TC_OP_TRANSPOSE, y, NULL, NULL, P(.i = {0, 1})), b, NULL, P(.s = {1}));
+        const tc_tensor *in[1] = {x};
+        tc_tensor *od[2] = {NULL, NULL};
+        CHECK_OK(tc_graph_run(gd, in, 1, od, 2));
+        ct_keep(od[0]), ct_keep(od[1]);
+        if (s && z && od[0] && od[1]) {
+            CHECK(od[0]->dtype == (int)dt && od[0]->device == DEV);
+            CHECK(close_to(host(od[0]), host(s), 0) && close_to(host(od[1]), host(z), 0)); /* the same bits */
+        }
+        tc_graph_devinfo di;
+        CHECK_OK(tc_graph_device_info(gd, &di));
+        CHECK(di.groups >= 1 && (di.groups_kernel > 0 ? di.kernel_launches >= 1 : di.unfused_runs >= 1));
+        printf("  %s: %d group(s), %d as kernels%s%s\n", tc_dtype_name(dt), di.groups, di.groups_kernel,
+               di.why_unfused[0] ? "; unfused: " : "", di.why_unfused);
+        tc_graph_free(gd), tc_graph_free(gc);
+    }
+    ct_drop();
+}

@@ -34,6 +34,20 @@ put('compile.graph_device', gi.device)
 put('compile.unfused', gi.groups_unfused == gi.groups and gi.unfused_runs > 0)
 put('compile.kernels', gi.groups_kernel == gi.groups and gi.kernel_launches > 0 and gi.unfused_runs == 0)
 
+-- 1b. half precision on the device: elementwise nodes fuse into half groups, whose results
+-- are eager mode's on the same device, bit for bit (each member rounded as eager rounds)
+local hx = (torch.randn(6, 40) * 2):type('torch.CudaHalfTensor')
+local hf = jit.compile(function(x) return torch.cmul(torch.tanh(x * 2 + 1), x):sum(2), torch.sigmoid(x) - x end)
+hf(hx)
+local ha, hb = hf(hx)
+local ea, eb = torch.cmul(torch.tanh(hx * 2 + 1), hx):sum(2), torch.sigmoid(hx) - hx
+put('half.type', ha:type())
+put('half.same', diff(ha, ea) == 0 and diff(hb, eb) == 0)
+local hi = hf:graph(hx):deviceInfo()
+put('half.groups', hi.groups >= 1)
+put('half.kernels', hi.groups_kernel == hi.groups and hi.kernel_launches > 0 and hi.unfused_runs == 0)
+put('half.unfused', hi.groups_unfused == hi.groups and hi.unfused_runs > 0)
+
 -- 2. guards key on the device: CPU, cuda:0 and cuda:1 inputs trace separately
 local g = jit.compile(function(x) return torch.sigmoid(x) * 2 - x end)
 local a = torch.randn(3, 3)

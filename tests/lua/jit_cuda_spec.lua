@@ -37,6 +37,17 @@ describe('graph mode on a CUDA device (' .. H.BACKEND .. ')', function()
       end
    end)
 
+   it('fuses float16 nodes on the device into groups that give eager\'s bits', function()
+      check('half.type', 'torch.CudaHalfTensor')
+      check('half.same', 'true')
+      check('half.groups', 'true')
+      if H.emu then -- a generated kernel
+         check('half.kernels', 'true')
+      else -- member by member
+         check('half.unfused', 'true')
+      end
+   end)
+
    it('keys guards on the device: CPU, cuda:0 and cuda:1 inputs trace separately', function()
       check('guard.traces', '3')
       check('guard.hits', '1')
