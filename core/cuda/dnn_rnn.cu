@@ -20,8 +20,9 @@
  * cuDNN's gate order per layer is PyTorch's (LSTM i f g o, GRU r z n), W_ih matrices first
  * (linLayerID 0..G-1), then W_hh (G..2G-1), each gate's rows a dense (H, I) or (H, H)
  * block, biases likewise (CUDNN_RNN_DOUBLE_BIAS; a missing one is zeros).
- * dtypes: float32 (FMA math, exact FP32, unless set_flag(TF32)) and float64; half types
- * and sizes beyond cuDNN's int are TC_ERR_UNSUPPORTED. Work goes on the current stream.
+ * dtypes: float32 (FMA math, exact FP32, unless set_flag(TF32)) and float64; float16 and
+ * bfloat16 through float32 copies, as the CPU computes them (with_f32); sizes beyond
+ * cuDNN's int are TC_ERR_UNSUPPORTED. Work goes on the current stream.
  */
 #include "dnn_handle.h"
 #include "strided.h"
@@ -488,12 +489,66 @@ static tc_status backward(int dev, const tc_cuda_call *c, const geom &g, const r
     return s;
 }
 
+/* ---- half types --------------------------------------------------------------------------- */
+
+static bool is_half(int dt) { return dt == TC_F16 || dt == TC_BF16; }
+
+/* v converted into a fresh float32 scratch copy (dense), kept in tmp[*nt]. */
+static tc_status to_f32_scratch(int dev, int op, const tc_cuda_view *v, tc_cuda_view *use, void **tmp, int *nt)
+{
+    *use = *v;
+    use->dtype = TC_F32;
+    if (!v->data || v->numel == 0) return TC_OK; /* absent or empty: nothing to convert */
+    void *t = NULL;
+    tc_status s = cu_scratch_alloc(dev, (size_t)v->numel * sizeof(float), &t);
+    if (s) return s;
+    tmp[(*nt)++] = t;
+    *use = cu_view_dense(v, t);
+    use->dtype = TC_F32;
+    tc_cuda_call cc = {}; /* the copy op's conversion kernels, named after op */
+    cc.op = op, cc.nin = 1, cc.in = v, cc.nout = 1, cc.out[0] = *use;
+    return cu_op_convert(dev, &cc);
+}
+
+/* A float16 / bfloat16 call as the CPU computes it (tc_cpu_with_f32): every half tensor
+ * converted to float32 scratch, the float32 path (cuDNN), the results rounded back into the
+ * half outputs. cuDNN's own half RNN would round inside the recurrence instead, and the
+ * results would not be the CPU's. */
+static tc_status with_f32(int dev, const tc_cuda_call *c)
+{
+    enum { MAXIN = 9 };
+    tc_cuda_view in[MAXIN];
+    void *tmp[MAXIN + 2];
+    int nt = 0;
+    tc_status s = TC_OK;
+    tc_cuda_call c32 = *c;
+    if (c->nin > MAXIN || c->nout > 2) return cu_fail(TC_ERR_INTERNAL, "%s: %d inputs", cu_op_name(c->op), c->nin);
+    for (int i = 0; i < c->nin && !s; i++) s = to_f32_scratch(dev, c->op, &c->in[i], &in[i], tmp, &nt);
+    for (int o = 0; o < c->nout && !s; o++) {
+        c32.out[o] = cu_view_dense(&c->out[o], NULL);
+        c32.out[o].dtype = TC_F32;
+        if (c->out[o].numel == 0) continue;
+        s = cu_scratch_alloc(dev, (size_t)c->out[o].numel * sizeof(float), &c32.out[o].data);
+        if (!s) tmp[nt++] = c32.out[o].data;
+    }
+    c32.in = in;
+    if (!s) s = cu_op_rnn(dev, &c32);
+    for (int o = 0; o < c->nout && !s; o++) {
+        if (c->out[o].numel == 0) continue;
+        tc_cuda_call cc = {};
+        cc.op = c->op, cc.nin = 1, cc.in = &c32.out[o], cc.nout = 1, cc.out[0] = c->out[o];
+        s = cu_op_convert(dev, &cc);
+    }
+    for (int i = 0; i < nt; i++) cu_scratch_free(dev, tmp[i]); /* reused only after this work, on this stream */
+    return s;
+}
+
 /* ---- the launcher ---------------------------------------------------------------------------- */
 
 tc_status cu_op_rnn(int dev, const tc_cuda_call *c)
 {
     int dt = c->in[0].dtype;
-    if (dt != TC_F32 && dt != TC_F64) return cu_unsupported(c);
+    if (dt != TC_F32 && dt != TC_F64 && !is_half(dt)) return cu_unsupported(c);
     geom g;
     g.dt = dt, g.mode = (int)c->params.i[0];
     g.T = c->in[0].size[0], g.N = c->in[0].size[1], g.I = c->in[0].size[2], g.H = c->in[3].size[1];
@@ -511,5 +566,6 @@ tc_status cu_op_rnn(int dev, const tc_cuda_call *c)
         return cu_fail(TC_ERR_UNSUPPORTED, "%s: empty sequence or batch", x.what);
     if (g.T * g.N > INT_MAX || g.GH > INT_MAX || g.I > INT_MAX)
         return cu_fail(TC_ERR_UNSUPPORTED, "%s: sizes beyond cuDNN's int", x.what);
+    if (is_half(dt)) return with_f32(dev, c);
     return c->op == TC_OP_RNN ? forward(dev, c, g, &x) : backward(dev, c, g, &x);
 }

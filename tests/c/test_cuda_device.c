@@ -364,3 +364,60 @@ TEST(cuda_dev_batch_norm_half_params)
     }
     ct_drop();
 }
+
+/* rnn / rnn_backward in float16 and bfloat16 on the device (LSTM, GRU, tanh): through float32
+ * copies and cuDNN's float32 path (dnn_rnn.cu's with_f32), as the CPU computes them
+ * (tc_cpu_with_f32); they used to go to the host. On a real backend nothing falls back. */
+TEST(cuda_dev_rnn_half)
+{
+    if (!have_device(ctest_failed)) return;
+    static const tc_dtype dts[2] = {TC_F16, TC_BF16};
+    static const int modes[3] = {2, 3, 0}, gates[3] = {4, 3, 1}, reserve[3] = {5, 4, 0};
+    const int64_t T = 5, N = 3, I = 4, H = 6;
+    for (int k = 0; k < 2; k++)
+        for (int mi = 0; mi < 3; mi++) {
+            tc_dtype dt = dts[k];
+            double tol = dt == TC_F16 ? 4e-3 : 2e-2;
+            int64_t GH = gates[mi] * H, S = modes[mi] == 2 ? 2 : 1, R = reserve[mi] * H;
+            tc_tensor *c[9] = {wave_as(dt, 3, SZ(T, N, I), 1, 0), wave_as(dt, 3, SZ(S, N, H), 0.5, 0),
+                               wave_as(dt, 2, SZ(GH, I), 0.4, 0), wave_as(dt, 2, SZ(GH, H), 0.4, 0.05),
+                               wave_as(dt, 1, SZ(GH), 0.2, 0), wave_as(dt, 1, SZ(GH), 0.2, 0.1), NULL, NULL, NULL};
+            tc_tensor *d[9] = {NULL};
+            for (int i = 0; i < 6; i++) d[i] = c[i] ? on_dev(c[i]) : NULL;
+            if (!d[0] || !d[5]) continue;
+            int64_t fb = tc_cuda_host_fallbacks(TC_OP_RNN) + tc_cuda_host_fallbacks(TC_OP_RNN_BACKWARD);
+            const tc_params p = {.i = {modes[mi]}};
+            tc_tensor *yc[2] = {NULL, NULL}, *yd[2] = {NULL, NULL};
+            CHECK_OK(tc_op_run(TC_OP_RNN, (const tc_tensor *const *)c, 6, &p, yc, 2));
+            CHECK_OK(tc_op_run(TC_OP_RNN, (const tc_tensor *const *)d, 6, &p, yd, 2));
+            for (int i = 0; i < 2; i++) ct_keep(yc[i]), ct_keep(yd[i]);
+            if (!yc[0] || !yd[0]) continue;
+            CHECK(yd[0]->dtype == (int)dt && yd[0]->device == DEV);
+            CHECK(dev_near(yd[0], yc[0], tol));
+            if (R > 0) CHECK(dev_near(yd[1], yc[1], tol));
+            /* backward: b = {b_ih, b_hh} as (2, GH), dy, and the LSTM's dreserve on c_T only */
+            tc_tensor *b2 = wave_as(dt, 2, SZ(2, GH), 0, 0), *dr = NULL;
+            for (int64_t j = 0; j < GH; j++) {
+                double v0 = 0, v1 = 0;
+                tc_tensor_get(c[4], SZ(j), &v0), tc_tensor_get(c[5], SZ(j), &v1);
+                tc_tensor_set_value(b2, SZ(0, j), v0), tc_tensor_set_value(b2, SZ(1, j), v1);
+            }
+            tc_tensor *dy = wave_as(dt, 3, SZ(T, N, H), 0.3, 0);
+            if (R > 0) {
+                dr = wave_as(dt, 3, SZ(T, N, R), 0, 0);
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t h = 0; h < H && modes[mi] == 2; h++) tc_tensor_set_value(dr, SZ(T - 1, n, 4 * H + h), 0.25);
+            }
+            const tc_tensor *bc[9] = {c[0], c[1], c[2], c[3], b2, yc[0], yc[1], dy, dr};
+            const tc_tensor *bd[9] = {d[0], d[1], d[2], d[3], on_dev(b2), on_dev(yc[0]), on_dev(yc[1]), on_dev(dy),
+                                      dr ? on_dev(dr) : NULL};
+            tc_tensor *gc[2] = {NULL, NULL}, *gd[2] = {NULL, NULL};
+            CHECK_OK(tc_op_run(TC_OP_RNN_BACKWARD, bc, 9, &p, gc, 2));
+            CHECK_OK(tc_op_run(TC_OP_RNN_BACKWARD, bd, 9, &p, gd, 2));
+            for (int i = 0; i < 2; i++) ct_keep(gc[i]), ct_keep(gd[i]);
+            CHECK(dev_near(gd[0], gc[0], tol) && dev_near(gd[1], gc[1], tol));
+            int64_t now = tc_cuda_host_fallbacks(TC_OP_RNN) + tc_cuda_host_fallbacks(TC_OP_RNN_BACKWARD);
+            if (!mock_backend()) CHECK(now == fb); /* cuDNN ran them */
+        }
+    ct_drop();
+}
