@@ -76,6 +76,22 @@ static inline int hand_group(tc_graph *g, const int32_t *mv, int n, const int32_
     return 0;
 }
 
+/* The elementwise ops whose formula a generated kernel carries, into ops[]: the float ones
+ * (flt) or the integer ones without a scalar_math.h helper (the codegen refuses those);
+ * their count. */
+static inline int generated_formula_ops(bool flt, int32_t *ops)
+{
+    int nops = 0;
+    for (int op = 0; op < TC_OP_COUNT; op++) {
+        const tc_opinfo *info = tc_op_info((tc_op)op);
+        if (info->kind != TC_KIND_EW || info->nin < 1) continue;
+        if (!(info->flags & (flt ? TC_OPF_FLT : TC_OPF_INT))) continue;
+        if (!flt && strstr(info->int_formula, "tc_")) continue;
+        ops[nops++] = op;
+    }
+    return nops;
+}
+
 static inline int32_t op3(tc_graph *g, tc_op op, int32_t a, int32_t b, int32_t c, const tc_params *p)
 {
     int32_t in[3] = {a, b, c}, out[2] = {-1, -1};

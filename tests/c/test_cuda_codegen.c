@@ -266,14 +266,7 @@ TEST(cuda_codegen_every_formula_compiles)
         tc_dtype dt = dts[di];
         bool flt = dt != TC_I32;
         int32_t ops[TC_OP_COUNT];
-        int nops = 0;
-        for (int op = 0; op < TC_OP_COUNT; op++) {
-            const tc_opinfo *info = tc_op_info((tc_op)op);
-            if (info->kind != TC_KIND_EW || info->nin < 1) continue;
-            if (!(info->flags & (flt ? TC_OPF_FLT : TC_OPF_INT))) continue;
-            if (!flt && strstr(info->int_formula, "tc_")) continue; /* refused: see below */
-            ops[nops++] = op;
-        }
+        int nops = generated_formula_ops(flt, ops); /* integer helpers are refused: see below */
         CHECK(nops > (flt ? 45 : 20));
         for (int start = 0; start < nops; start += 30) { /* groups of up to 30 */
             tc_graph *g;

@@ -385,14 +385,7 @@ TEST(cuda_codegen_gpu_every_formula)
         tc_dtype dt = cases[ci].dt;
         bool flt = dt != TC_I32;
         int32_t ops[TC_OP_COUNT];
-        int nops = 0;
-        for (int op = 0; op < TC_OP_COUNT; op++) {
-            const tc_opinfo *info = tc_op_info((tc_op)op);
-            if (info->kind != TC_KIND_EW || info->nin < 1) continue;
-            if (!(info->flags & (flt ? TC_OPF_FLT : TC_OPF_INT))) continue;
-            if (!flt && strstr(info->int_formula, "tc_")) continue; /* refused by the codegen */
-            ops[nops++] = op;
-        }
+        int nops = generated_formula_ops(flt, ops);
         CHECK(nops > (flt ? 45 : 20));
         tc_tensor *t0 = ramp_as(dt, 2, SZ(33, 40), flt ? 2 : 20, flt ? 0.1 : 0.5),
                   *t1 = ramp_as(dt, 1, SZ(40), flt ? 0.5 : 7, flt ? 1.0 : 9.5), *t2 = ramp_as(dt, 2, SZ(33, 1), 1, 0.25);

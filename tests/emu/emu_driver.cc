@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -136,7 +137,10 @@ bool translate(const std::string &cu, std::string *cc, std::string *log)
 /* ---- building and loading modules --------------------------------------------------------- */
 
 std::mutex g_mu;
-std::map<std::string, void *> g_built; /* module C++ -> its loaded object */
+/* The registries below are never destroyed (allocated once, left at exit): loaded modules
+ * live as long as the process, as on CUDA without cuModuleUnload, and they stay reachable
+ * for the leak checker after static destructors have run. */
+std::map<std::string, void *> &g_built = *new std::map<std::string, void *>; /* module C++ -> its object */
 
 std::string self_path()
 {
@@ -241,7 +245,7 @@ struct _nvrtcProgram {
 };
 
 namespace {
-std::set<nvrtcProgram> g_programs;
+std::set<nvrtcProgram> &g_programs = *new std::set<nvrtcProgram>;
 bool live(nvrtcProgram p)
 {
     std::lock_guard<std::mutex> l(g_mu);
@@ -357,11 +361,11 @@ struct CUmod_st {
 };
 
 namespace {
-bool g_init;
+std::atomic<bool> g_init;
 CUctx_st g_ctx[64];
 thread_local CUctx_st *t_ctx;
-std::set<CUmodule> g_modules;
-std::set<CUfunction> g_funcs;
+std::set<CUmodule> &g_modules = *new std::set<CUmodule>;
+std::set<CUfunction> &g_funcs = *new std::set<CUfunction>;
 
 int ndevices()
 {
