@@ -7,8 +7,8 @@
  * launches against eager, and they are the first tests a GPU runs.
  *
  * libtocha links no CUDA library: libcuda.so.1 (or $TOCHA_CUDA_DRIVER_LIB) is dlopen'ed
- * and the dozen entry points used are declared here by hand (C ABI: int results, opaque handles, 64-bit device
- * pointers), so nothing CUDA is needed to build. Device pointers come from the CUDA
+ * and the dozen entry points used are declared here by hand (C ABI: int results, opaque
+ * handles, 64-bit device pointers), so nothing CUDA is needed to build. Device pointers come from the CUDA
  * backend (libtocha_cuda.so allocates with the runtime, in the same primary context that
  * is made current here), and kernels go on the calling thread's current stream
  * (tc_cuda_stream_handle), so they order with the backend's work and are captured with it.
