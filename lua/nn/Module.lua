@@ -274,10 +274,28 @@ local function same_input(a, b)
    return true
 end
 
--- The tape's version of an input handed to backward: the alias forward made for it.
+-- Whether b could stand for a: tensors of the same sizes in the same nesting (another view
+-- of the same data, a copy, the next batch).
+local function same_shape(a, b)
+   if isTensor(a) then return isTensor(b) and a:isSameSizeAs(b) end
+   if type(a) ~= 'table' then return rawequal(a, b) end
+   if type(b) ~= 'table' or #a ~= #b then return false end
+   for i = 1, #a do
+      if not same_shape(a[i], b[i]) then return false end
+   end
+   return true
+end
+
+-- The tape's version of an input handed to backward: the alias forward made for it. As in
+-- Torch7, backward differentiates at the last forward's state, so another tensor of the
+-- same sizes (a second view of the data, a copy) stands for that input; one of other sizes
+-- is an error (it used to give a silent zero gradInput).
 function Module:_graphInput(input)
-   if self._agInput ~= nil and same_input(input, self._agInput) then return self._agAlias end
-   return input
+   local seen = self._agInput
+   if seen == nil or same_input(input, seen) then return seen ~= nil and self._agAlias or input end
+   if same_shape(seen, input) then return self._agAlias end
+   raise(string.format('%s: backward: the input (%s) is not the size of the last forward\'s input (%s)',
+                       mname(self), describe(input), describe(seen)))
 end
 
 function Module:forward(input)

@@ -429,6 +429,41 @@ describe('backward with a rebuilt input table', function()
       assert.is_true((g[1] - b):abs():max() < 1e-12)
       assert.is_true((g[2] - a):abs():max() < 1e-12)
    end)
+
+   it('takes another tensor of the same sizes for the forward input (a view, a copy)', function()
+      local big = torch.randn(5, 3)
+      local Sq = torch.class('nn.TestSquareTape', 'nn.Module') -- generic backward: the tape
+      function Sq:updateOutput(input) self.output = torch.cmul(input, input) return self.output end
+      for _, m in ipairs{nn.Tanh(), nn.TestSquareTape(), nn.Sequential():add(nn.Sigmoid())} do
+         local x = big:narrow(1, 2, 2)
+         local g = torch.randn(2, 3)
+         m:forward(x)
+         local want = m:backward(x, g):clone()
+         assert.is_true(torch.abs(want):max() > 0.01) -- (x:abs() is in place)
+         m:forward(x)
+         local views = m:backward(big:narrow(1, 2, 2), g):clone() -- a second narrow
+         m:forward(x)
+         local copy = m:backward(x:clone(), g):clone()
+         assert.is_true((views - want):abs():max() == 0, torch.typename(m))
+         assert.is_true((copy - want):abs():max() == 0, torch.typename(m))
+      end
+      local m = nn.CMulTable()
+      local a, b = torch.randn(4), torch.randn(4)
+      m:forward({a, b})
+      local g = m:backward({a:clone(), b:clone()}, torch.ones(4))
+      assert.is_true((g[1] - b):abs():max() == 0 and (g[2] - a):abs():max() == 0)
+   end)
+
+   it('refuses an input of other sizes than forward saw, naming both', function()
+      local m = nn.Tanh()
+      m:forward(torch.randn(2, 3))
+      U.expect_error("nn.Tanh: backward: the input (3x2) is not the size of the last forward's input (2x3)",
+                     function() m:backward(torch.randn(3, 2), torch.ones(2, 3)) end)
+      local t = nn.CMulTable()
+      t:forward({torch.randn(4), torch.randn(4)})
+      U.expect_error("nn.CMulTable: backward: the input ({4}) is not the size of the last forward's input ({4, 4})",
+                     function() t:backward({torch.randn(4)}, torch.ones(4)) end)
+   end)
 end)
 
 describe('a Torch7-style module with hand-written backward methods', function()
