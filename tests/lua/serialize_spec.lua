@@ -268,6 +268,44 @@ describe('torch.save / torch.load', function()
       os.remove(dir)
    end)
 
+   it('syncs the temporary file before the rename and the directory after it', function()
+      local dir = os.tmpname()
+      os.remove(dir)
+      os.execute('mkdir ' .. dir)
+      local name = dir .. '/ckpt.t7'
+      torch.save(name, {version = 1})
+      local real, calls = torch._fsync, {}
+      torch._fsync = function(path)
+         -- at the file's sync the old checkpoint is still the one under the name
+         calls[#calls + 1] = {path = path, version = torch.load(name).version}
+         return real(path)
+      end
+      local ok, err = pcall(torch.save, name, {version = 2})
+      torch._fsync = function(path) return nil, 'fsync of ' .. path .. ' failed (errno 5)' end
+      local ok2, err2 = pcall(torch.save, name, {version = 3}) -- the disk refuses: nothing changes
+      torch._fsync = real
+      assert.is_true(ok, tostring(err))
+      assert.equals(2, #calls)
+      assert.is_truthy(calls[1].path:find(name .. '.tmp.', 1, true) == 1)
+      assert.equals(1, calls[1].version)
+      assert.same({path = dir, version = 2}, calls[2])
+      assert.is_false(ok2)
+      assert.is_truthy(tostring(err2):find('ckpt.t7: fsync of ' .. name .. '.tmp.', 1, true), tostring(err2))
+      assert.is_truthy(tostring(err2):find('(the file was not changed)', 1, true))
+      assert.equals(2, torch.load(name).version)
+      local p = io.popen('ls ' .. dir)
+      assert.equals('ckpt.t7\n', p:read('*a'))
+      p:close()
+      -- the real sync: true on a file and a directory, a reason for a missing path
+      assert.is_true(real(name))
+      assert.is_true(real(dir))
+      local none, why = real(dir .. '/missing')
+      assert.is_nil(none)
+      assert.is_truthy(why:find('cannot open ' .. dir .. '/missing to sync it', 1, true))
+      os.remove(name)
+      os.remove(dir)
+   end)
+
    it('rejects bad arguments', function()
       U.expect_error('torch.save: expected a file name (string), got number', function() torch.save(1, {}) end)
       U.expect_error("torch.save: format must be 'binary', 'ascii', 'b32' or 'b64', got json",
