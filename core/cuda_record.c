@@ -16,6 +16,8 @@
  * allowed (bookkeeping only); a block released during the capture waits with its events
  * unrecorded (a record on the captured stream would become part of the graph, and queries
  * are not allowed), and they are recorded at the first poll or drain after the capture.
+ * The same holds for a recorded stream that another thread is capturing (cuda_record.h,
+ * "captures by other threads"): its event waits for the end of that capture.
  * The recorded streams are the extra users; recording the block's own allocation stream
  * costs one event and changes nothing.
  *
@@ -137,11 +139,18 @@ static void put_event(int dev, tc_cuda_event *e)
 }
 
 /* Records p's events on its streams (outside any capture of this thread on its device) and
- * drops the stream references. A stream whose event cannot be made or recorded (a failing
+ * drops the stream references, except on streams another thread is capturing (their turn
+ * comes at a later pass). A stream whose event cannot be made or recorded (a failing
  * device) is waited for instead, so the release never gets ahead of it. */
 static void record_events(pending *p)
 {
+    int left = 0;
     for (int i = 0; i < p->n; i++) {
+        if (!p->s[i]) continue;
+        if (tc_cuda_stream_captured(p->s[i])) {
+            left++;
+            continue;
+        }
         tc_cuda_event *e = g_nspare[p->dev] ? g_spare[p->dev][--g_nspare[p->dev]] : NULL;
         if (!e && tc_cuda_event_new(p->dev, 0, &e) != TC_OK) e = NULL;
         if (e && tc_cuda_event_record(e, p->s[i]) != TC_OK) {
@@ -151,7 +160,9 @@ static void record_events(pending *p)
         if (!e) (void)tc_cuda_stream_sync(p->s[i]);
         p->ev[i] = e;
         tc_cuda_stream_free(p->s[i]);
+        p->s[i] = NULL;
     }
+    if (left) return;
     free(p->s);
     p->s = NULL;
 }
@@ -184,7 +195,8 @@ static tc_status pass(int dev, int wait)
         if (p->s) record_events(p);
         int done = 1;
         for (int k = 0; k < p->n && done; k++) {
-            if (!p->ev[k]) continue;
+            if (p->s && p->s[k]) done = 0; /* its event is still to be recorded */
+            if (!done || !p->ev[k]) continue;
             tc_status st = wait ? tc_cuda_event_sync(p->ev[k]) : tc_cuda_event_query(p->ev[k], &done);
             if (st) {
                 done = 0;
@@ -241,7 +253,7 @@ int tc_cuda_record_on_free(int dev, void *ptr)
         free(ev);
         recorded *r = &g_rec[i];
         for (int k = 0; k < r->n; k++) {
-            if (!tc_cuda_capturing(dev)) (void)tc_cuda_stream_sync(r->s[k]);
+            if (!tc_cuda_capturing(dev) && !tc_cuda_stream_captured(r->s[k])) (void)tc_cuda_stream_sync(r->s[k]);
             tc_cuda_stream_free(r->s[k]);
         }
         free(r->s);
@@ -285,6 +297,12 @@ int64_t tc_cuda_record_pending(int dev)
 int64_t tc_cuda_record_tracked(int dev)
 {
     return dev >= 0 && dev < MAXDEV ? __atomic_load_n(&g_tracked[dev], __ATOMIC_RELAXED) : 0;
+}
+
+void tc_cuda_record_lock(int lock)
+{
+    if (lock) pthread_mutex_lock(&g_mu);
+    else pthread_mutex_unlock(&g_mu);
 }
 
 /* ---- stream-ordered scratch ------------------------------------------------------------------- */

@@ -26,6 +26,16 @@ tc_status tc_cuda_record_drain(int dev);
 int64_t tc_cuda_record_pending(int dev);
 int64_t tc_cuda_record_tracked(int dev);
 
+/* ---- captures by other threads ------------------------------------------------------------
+ * A CUDA graph capture takes in whatever is queued on the captured stream, by any thread:
+ * an event recorded there by another thread's release would become part of the graph (and
+ * a query of it would invalidate the capture). cuda_stream.c marks a stream captured around
+ * the backend's capture_begin with the record lock held (so a release either recorded its
+ * event before the capture began or sees the mark), and unmarks it after capture_end; the
+ * events of a stream so marked are recorded at the first poll or drain after the capture. */
+void tc_cuda_record_lock(int lock);                 /* 1: take the lock; 0: give it back */
+int tc_cuda_stream_captured(const tc_cuda_stream *s); /* cuda_stream.c: any thread captures s */
+
 /* ---- stream-ordered scratch (core/graph/cuda_launch.c) ------------------------------------
  * Device memory for one launch on this thread's current stream of dev: nbytes from the
  * caching allocator (filed under that stream, or the capture's private pool), the bytes

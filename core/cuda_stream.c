@@ -24,10 +24,13 @@
  * and, on the replay stream ahead of the graph, copies the new pair into the device pair
  * from page-locked memory (philox_write). A replay thus draws fresh numbers, the numbers an
  * eager run would draw from the same generator state, and leaves the generator where the
- * eager run would. The generator must outlive the graph's replays.
+ * eager run would. The generator must outlive the graph's replays. CUDA orders the launches
+ * of one graph, on whatever streams, but not a copy on another stream behind them: so the
+ * replay stream first waits for the graph's previous launch (philox_after_last).
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"
+#include "cuda_record.h"
 #include "philox.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,7 @@ struct tc_cuda_stream {
     int dev;
     int is_default;
     void *handle; /* the backend's (NULL for the default stream) */
+    int captured; /* atomic: a thread captures it (tc_cuda_stream_captured, cuda_record.h) */
 };
 
 struct tc_cuda_event {
@@ -60,6 +64,7 @@ struct tc_cuda_graph {
     uint64_t *philox_host;    /* PHILOX_RING page-locked pairs, made at the first replay */
     void *philox_ev[PHILOX_RING];
     int philox_evset[PHILOX_RING]; /* the event has been recorded */
+    void *launched_ev;             /* recorded after each launch (graphs that draw) */
     uint64_t replays;
 };
 
@@ -98,6 +103,8 @@ static tc_status need(const char *op, int dev, const tc_cuda_api **api)
 /* ---- capture state, as the rest of libtocha sees it --------------------------------------- */
 
 int tc_cuda_capturing(int dev) { return dev >= 0 && dev < MAXDEV && t_cap[dev].open; }
+
+int tc_cuda_stream_captured(const tc_cuda_stream *s) { return s && __atomic_load_n(&s->captured, __ATOMIC_RELAXED); }
 
 int tc_cuda_is_capturing(int dev) { return tc_cuda_capturing(dev); }
 
@@ -424,7 +431,14 @@ tc_status tc_cuda_graph_begin(int dev, tc_cuda_stream *s)
     tc_cuda_stream *prev = t_current[dev];
     tc_cuda_stream_retain(prev);
     tc_status st = set_current(api, dev, s);
-    if (!st) st = tc_cuda_backend_status(api, api->capture_begin(dev, s->handle));
+    if (!st) {
+        /* the mark and the capture's start are one step for cuda_record.c's releases */
+        tc_cuda_record_lock(1);
+        __atomic_store_n(&s->captured, 1, __ATOMIC_RELAXED);
+        st = tc_cuda_backend_status(api, api->capture_begin(dev, s->handle));
+        if (st) __atomic_store_n(&s->captured, 0, __ATOMIC_RELAXED);
+        tc_cuda_record_lock(0);
+    }
     if (st) {
         tc_status e = st;
         char msg[512];
@@ -457,6 +471,7 @@ tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out)
     if (!c->open) return tc_set_error(TC_ERR_ARG, "cuda graph capture_end: this thread has no capture open on cuda:%d", dev);
     void *h = NULL;
     tc_status st = api->capture_end(dev, c->stream->handle, &h);
+    __atomic_store_n(&c->stream->captured, 0, __ATOMIC_RELAXED);
     char msg[600];
     snprintf(msg, sizeof msg, "%s", st ? api->last_error() : "");
     /* The capture is over whatever happened: the previous stream is current again, and what
@@ -513,23 +528,34 @@ tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out)
  * copy_h2d_async reads its source when the stream gets there, not when called, so a pair is
  * rewritten only after the copy that last read it has run (its event; with PHILOX_RING pairs
  * that is PHILOX_RING replays back, normally long done). A pageable source (a local) could be
- * read after it was gone, and the synchronous copy_h2d waits for the whole stream. */
+ * read after it was gone, and the synchronous copy_h2d waits for the whole stream. The copy
+ * itself waits for the graph's previous launch (launched_ev), which may be on another stream
+ * and still drawing from the pair; on the same stream the wait costs nothing. */
+static void philox_events_destroy(const tc_cuda_api *api, tc_cuda_graph *g)
+{
+    for (int i = 0; i < PHILOX_RING; i++)
+        if (g->philox_ev[i]) (void)api->event_destroy(g->dev, g->philox_ev[i]), g->philox_ev[i] = NULL;
+    if (g->launched_ev) (void)api->event_destroy(g->dev, g->launched_ev), g->launched_ev = NULL;
+}
+
 static tc_status philox_write(const tc_cuda_api *api, tc_cuda_graph *g)
 {
     int dev = g->dev;
     if (!g->philox_host) { /* the first replay: page-locked pairs and their events */
         void *p = NULL;
         TRY(tc_cuda_backend_status(api, api->host_alloc(PHILOX_RING * 2 * sizeof(uint64_t), &p)));
-        tc_status st = TC_OK;
+        tc_status st = tc_cuda_backend_status(api, api->event_create(dev, 0, &g->launched_ev));
         for (int i = 0; i < PHILOX_RING && !st; i++)
             st = tc_cuda_backend_status(api, api->event_create(dev, 0, &g->philox_ev[i]));
         if (st) {
-            for (int i = 0; i < PHILOX_RING; i++)
-                if (g->philox_ev[i]) (void)api->event_destroy(dev, g->philox_ev[i]), g->philox_ev[i] = NULL;
+            philox_events_destroy(api, g);
             (void)api->host_release(p);
             return st;
         }
         g->philox_host = p;
+    } else {
+        /* the previous launch may be pending on another stream, still reading the pair */
+        TRY(tc_cuda_backend_status(api, api->event_wait(dev, tc_cuda_stream_handle(dev), g->launched_ev)));
     }
     int i = (int)(g->replays % PHILOX_RING);
     if (g->philox_evset[i]) TRY(tc_cuda_backend_status(api, api->event_synchronize(dev, g->philox_ev[i])));
@@ -556,7 +582,12 @@ tc_status tc_cuda_graph_replay(tc_cuda_graph *g)
         saved_n = tc_generator_get_state(g->philox_gen, saved, sizeof saved);
         st = philox_write(api, g);
     }
-    if (!st) st = tc_cuda_backend_status(api, api->graph_launch(g->dev, g->handle, tc_cuda_stream_handle(g->dev)));
+    void *stream = tc_cuda_stream_handle(g->dev);
+    if (!st) st = tc_cuda_backend_status(api, api->graph_launch(g->dev, g->handle, stream));
+    /* Without the event a later replay on another stream could not wait for this one: then
+     * this one is waited for now. */
+    if (!st && g->philox_slots && api->event_record(g->dev, g->launched_ev, stream) != TC_OK)
+        st = tc_cuda_backend_status(api, api->stream_synchronize(g->dev, stream));
     if (st && g->philox_slots && saved_n <= sizeof saved) {
         tc_status e = st;
         char msg[600];
@@ -579,8 +610,7 @@ void tc_cuda_graph_free(tc_cuda_graph *g)
         /* graph_destroy waited for the replays, so their copies and draws are done; if it
          * failed, a replay may still read the pair: it is left allocated. */
         if (api->graph_destroy(g->dev, g->handle) == TC_OK) {
-            for (int i = 0; i < PHILOX_RING; i++)
-                if (g->philox_ev[i]) (void)api->event_destroy(g->dev, g->philox_ev[i]);
+            philox_events_destroy(api, g);
             (void)api->host_release(g->philox_host);
             (void)api->release(g->dev, g->philox_key);
         }

@@ -66,7 +66,7 @@ static void load_driver(void)
     if (!h && !(env && *env)) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        snprintf(drv.why, sizeof drv.why, "no CUDA driver (%.200s: %.300s)", path, e ? e : "not found");
+        snprintf(drv.why, sizeof drv.why, "no CUDA driver (%.180s: %.300s)", path, e ? e : "not found");
         return;
     }
     static const char *const names[] = {

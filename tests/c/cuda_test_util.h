@@ -5,6 +5,7 @@
 #ifndef TC_TEST_CUDA_UTIL_H
 #define TC_TEST_CUDA_UTIL_H
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,19 @@ static inline int ct_cuda_mock(void)
 {
     const char *lib = getenv("TOCHA_CUDA_LIB");
     return lib && strstr(lib, "mock") != NULL;
+}
+
+/* The mock's stream hold (tests/c/mock_cuda.c, tc_cuda_mock_hold: events recorded on a held
+ * stream, and on streams waiting on them, stay incomplete), or NULL on a GPU. */
+typedef int (*ct_hold_fn)(int dev, void *stream, int hold);
+static inline ct_hold_fn ct_cuda_mock_hold(void)
+{
+    if (!ct_cuda_mock()) return NULL;
+    void *h = dlopen(getenv("TOCHA_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    void *f = h ? dlsym(h, "tc_cuda_mock_hold") : NULL;
+    ct_hold_fn fn = NULL;
+    memcpy(&fn, &f, sizeof fn);
+    return fn;
 }
 
 /* t copied to device (TC_CPU: to the host), or NULL with the reason printed. */

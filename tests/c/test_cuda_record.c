@@ -16,7 +16,7 @@
 #include "cuda/cuda_api.h"
 #include "cuda_record.h"
 #include "internal.h"
-#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #define DEV TC_DEVICE_CUDA(0)
@@ -34,19 +34,6 @@ TEST(cuda_record_bad_input)
     tc_cuda_record_poll(99);
     CHECK(tc_cuda_record_on_free(99, (void *)16) == 0 && tc_cuda_record_on_free(0, NULL) == 0);
     ct_drop();
-}
-
-typedef int (*hold_fn)(int dev, void *stream, int hold);
-
-/* The mock's stream hold, or NULL on a GPU. */
-static hold_fn mock_hold(void)
-{
-    if (!ct_cuda_mock()) return NULL;
-    void *h = dlopen(getenv("TOCHA_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
-    void *f = h ? dlsym(h, "tc_cuda_mock_hold") : NULL;
-    hold_fn fn = NULL;
-    memcpy(&fn, &f, sizeof fn);
-    return fn;
 }
 
 static int have_device(int *ctest_failed)
@@ -86,7 +73,7 @@ static void *handle_of(tc_cuda_stream *s)
 TEST(cuda_dev_record_stream_defers_reuse)
 {
     if (!have_device(ctest_failed)) return;
-    hold_fn hold = mock_hold();
+    ct_hold_fn hold = ct_cuda_mock_hold();
     if (ct_cuda_mock()) CHECK(hold != NULL);
     tc_cuda_stream *home = NULL, *user = NULL;
     CHECK_OK(tc_cuda_stream_new(0, &home)); /* where the tensors are allocated */
@@ -233,7 +220,7 @@ TEST(cuda_dev_record_stream_in_capture)
 TEST(cuda_dev_record_stream_oom_retry)
 {
     if (!have_device(ctest_failed)) return;
-    hold_fn hold = mock_hold();
+    ct_hold_fn hold = ct_cuda_mock_hold();
     const char *cap = getenv("TOCHA_CUDA_MOCK_CAPACITY");
     if (!hold || !cap || strcmp(cap, "64M") != 0) {
         printf("  skip: needs the mock backend with 64 MB devices\n");
@@ -255,4 +242,71 @@ TEST(cuda_dev_record_stream_oom_retry)
     tc_tensor_release(y);
     tc_cuda_stream_free(user);
     CHECK_OK(tc_cuda_empty_cache(0));
+}
+
+/* ---- a recorded stream captured by another thread ----------------------------------------- */
+
+/* The other thread: captures `stream` (work on it included), says so, waits for the word,
+ * then ends the capture. */
+typedef struct other_capture {
+    tc_cuda_stream *stream;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int begun, go;
+    tc_status begin_st, end_st;
+    char why[512];
+    tc_cuda_graph *graph;
+} other_capture;
+
+static void *capture_thread(void *arg)
+{
+    other_capture *o = arg;
+    o->begin_st = tc_cuda_graph_begin(0, o->stream);
+    tc_tensor *z = o->begin_st ? NULL : dev_zeros(16); /* some work in the graph */
+    pthread_mutex_lock(&o->mu);
+    o->begun = 1;
+    pthread_cond_broadcast(&o->cv);
+    while (!o->go) pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    if (!o->begin_st) {
+        o->end_st = tc_cuda_graph_end(0, &o->graph);
+        snprintf(o->why, sizeof o->why, "%s", o->end_st ? tc_last_error() : "");
+    }
+    tc_tensor_release(z);
+    return NULL;
+}
+
+/* A block recorded on a stream that another thread captures, released meanwhile: its event
+ * would join that thread's graph (and a query of it invalidate the capture), so it waits
+ * until the capture has ended; the capture succeeds. */
+TEST(cuda_dev_record_stream_captured_by_another_thread)
+{
+    if (!have_device(ctest_failed)) return;
+    other_capture o = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    CHECK_OK(tc_cuda_stream_new(0, &o.stream));
+    tc_tensor *x = dev_zeros(64);
+    CHECK(x != NULL);
+    CHECK_OK(tc_tensor_record_stream(x, o.stream));
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, capture_thread, &o) == 0);
+    pthread_mutex_lock(&o.mu);
+    while (!o.begun) pthread_cond_wait(&o.cv, &o.mu);
+    pthread_mutex_unlock(&o.mu);
+    CHECK_OK(o.begin_st);
+    CHECK(tc_cuda_stream_captured(o.stream));
+    tc_tensor_release(x); /* released while the stream is captured */
+    tc_cuda_record_poll(0);
+    CHECK(tc_cuda_record_pending(0) == 1); /* no event recorded into the other capture */
+    pthread_mutex_lock(&o.mu);
+    o.go = 1;
+    pthread_cond_broadcast(&o.cv);
+    pthread_mutex_unlock(&o.mu);
+    pthread_join(th, NULL);
+    if (o.end_st) printf("  the other thread's capture: %s\n", o.why);
+    CHECK_OK(o.end_st);
+    CHECK(o.graph != NULL && !tc_cuda_stream_captured(o.stream));
+    CHECK_OK(tc_cuda_synchronize(0)); /* drained: the event recorded now, and waited for */
+    CHECK(tc_cuda_record_pending(0) == 0);
+    tc_cuda_graph_free(o.graph);
+    tc_cuda_stream_free(o.stream);
 }

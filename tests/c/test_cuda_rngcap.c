@@ -11,6 +11,7 @@
  */
 #include "ctest.h"
 #include "cuda_test_util.h"
+#include "cuda/cuda_api.h"
 #include "internal.h"
 #include <stdlib.h>
 
@@ -201,6 +202,56 @@ TEST(cuda_dev_rngcap_replay_draws_like_eager)
     tc_cuda_graph *g2 = NULL;
     CHECK_ERR(tc_cuda_graph_end(0, &g2), TC_ERR_UNSUPPORTED, "failed, no graph was made");
     CHECK(g2 == NULL && same_state(s, state_of(NULL)));
+    tc_cuda_graph_free(g);
+    ct_drop();
+}
+
+/* One graph replayed on two streams: CUDA orders the launches of one graph, but the copy of
+ * the next Philox pair, queued on the second stream, must also wait for the first stream's
+ * launch, which may still be drawing from the pair. On the mock, stream a is held (its work
+ * "pending"): work queued on b after the second replay must stay pending until a's is done. */
+TEST(cuda_dev_rngcap_replay_on_two_streams)
+{
+    if (!have_device()) return;
+    ct_hold_fn hold = ct_cuda_mock_hold();
+    if (ct_cuda_mock()) CHECK(hold != NULL);
+    tc_tensor *x = dev_tensor(TC_F32, 1, SZ(7));
+    tc_generator_seed(NULL, 31);
+    CHECK_OK(draw(TC_OP_UNIFORM, x, 0, 1, NULL));
+    CHECK_OK(draw(TC_OP_UNIFORM, x, 0, 1, NULL));
+    tc_tensor *eager2 = host(x);
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    tc_status st = draw(TC_OP_UNIFORM, x, 0, 1, NULL);
+    tc_cuda_graph *g = NULL;
+    CHECK_OK(tc_cuda_graph_end(0, &g));
+    CHECK_OK(st);
+    tc_cuda_stream *a = NULL, *b = NULL;
+    tc_cuda_event *after_b = NULL;
+    CHECK_OK(tc_cuda_stream_new(0, &a));
+    CHECK_OK(tc_cuda_stream_new(0, &b));
+    CHECK_OK(tc_cuda_event_new(0, 0, &after_b));
+    tc_generator_seed(NULL, 31);
+    CHECK_OK(tc_cuda_set_stream(0, a));
+    if (hold) CHECK(hold(0, tc_cuda_stream_handle(0), 1) == 0);
+    CHECK_OK(tc_cuda_graph_replay(g));
+    CHECK_OK(tc_cuda_set_stream(0, b));
+    CHECK_OK(tc_cuda_graph_replay(g));
+    CHECK_OK(tc_cuda_event_record(after_b, b));
+    int done = -1;
+    if (hold) {
+        CHECK_OK(tc_cuda_event_query(after_b, &done));
+        CHECK(done == 0); /* b's replay is ordered behind a's */
+        CHECK_OK(tc_cuda_set_stream(0, a));
+        CHECK(hold(0, tc_cuda_stream_handle(0), 0) == 0);
+        CHECK_OK(tc_cuda_event_query(after_b, &done));
+        CHECK(done == 1); /* and runs once a's is done */
+    }
+    CHECK_OK(tc_cuda_event_sync(after_b));
+    CHECK(same(eager2, host(x))); /* the second replay drew eager's second numbers */
+    CHECK_OK(tc_cuda_set_stream(0, NULL));
+    tc_cuda_event_free(after_b);
+    tc_cuda_stream_free(a);
+    tc_cuda_stream_free(b);
     tc_cuda_graph_free(g);
     ct_drop();
 }
