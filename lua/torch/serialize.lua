@@ -31,7 +31,8 @@
 -- passes {allowFunctions = true}. Every size is checked against the bytes left before
 -- anything is allocated, classes are looked up by name (a class must be loaded, except
 -- that "nn.*" loads nn), and anything malformed is a "corrupt ... at byte N" error.
--- Saving is atomic: the data go to "<file>.tmp.<pid>", renamed over the file at the end.
+-- Saving is atomic and durable: the data go to "<file>.tmp.<pid>", synced to the disk and
+-- renamed over the file at the end, then the directory is synced (torch._fsync, utils.lua).
 local torch = ...
 local ffi = require 'ffi'
 
@@ -683,33 +684,6 @@ do
    pid = ok and tonumber(v) or math.random(1, 1e9)
 end
 
--- Durability of torch.save: the temporary file's bytes reach the disk before the rename
--- (fsync of the file), and the rename before torch.save returns (fsync of its directory),
--- so a crash or power cut leaves the previous file or the new one, never an empty or half
--- file under the name. Through libc's fopen/fileno/fsync: no open() flags, whose values
--- differ between architectures. torch._fsync is looked up at each save (tests replace it).
-for _, decl in ipairs{'void *fopen(const char *path, const char *mode);', 'int fclose(void *f);',
-                      'int fileno(void *f);', 'int fsync(int fd);'} do
-   pcall(ffi.cdef, decl) -- fails harmlessly when already declared
-end
-
--- Flushes path (a file or a directory) to the disk; true, or nil and the reason.
-function torch._fsync(path)
-   local f = ffi.C.fopen(path, 'rb')
-   if f == nil then return nil, 'cannot open ' .. path .. ' to sync it (errno ' .. ffi.errno() .. ')' end
-   local r = ffi.C.fsync(ffi.C.fileno(f))
-   local e = ffi.errno()
-   ffi.C.fclose(f)
-   if r ~= 0 then return nil, 'fsync of ' .. path .. ' failed (errno ' .. e .. ')' end
-   return true
-end
-
-local function directory_of(path)
-   local d = path:match('^(.*)/[^/]*$')
-   if d == nil then return '.' end
-   return d == '' and '/' or d
-end
-
 local formats = {binary = true, ascii = true, b32 = true, b64 = true}
 local map_location -- below
 
@@ -754,7 +728,7 @@ function torch.save(filename, obj, format, referenced)
    end
    -- best effort: some file systems refuse fsync on a directory, and the new file is in
    -- place either way (only its survival of a power cut in the next moments is at stake)
-   torch._fsync(directory_of(filename))
+   torch._fsync(torch._directory_of(filename))
 end
 
 -- opts.map_location: nil, 'cpu', 'cuda' or 'cuda:N' (where CUDA tensors load), checked.
