@@ -26,7 +26,7 @@
  * eager run would draw from the same generator state, and leaves the generator where the
  * eager run would. The generator must outlive the graph's replays. CUDA orders the launches
  * of one graph, on whatever streams, but not a copy on another stream behind them: so the
- * replay stream first waits for the graph's previous launch (philox_after_last).
+ * replay stream first waits for the graph's previous launch (launched_ev, philox_write).
  */
 #include "internal.h"
 #include "cuda/cuda_api.h"

@@ -292,8 +292,8 @@ end
 -- is an error (it used to give a silent zero gradInput).
 function Module:_graphInput(input)
    local seen = self._agInput
-   if seen == nil or same_input(input, seen) then return seen ~= nil and self._agAlias or input end
-   if same_shape(seen, input) then return self._agAlias end
+   if seen == nil then return input end -- forward made no alias
+   if same_input(input, seen) or same_shape(seen, input) then return self._agAlias end
    raise(string.format('%s: backward: the input (%s) is not the size of the last forward\'s input (%s)',
                        mname(self), describe(input), describe(seen)))
 end
