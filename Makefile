@@ -31,7 +31,17 @@ BUSTED   ?= $(LUAJIT) /usr/bin/busted
 # CUDA: compiled whenever nvcc is found (CUDA_HOME, else /usr/local/cuda, else PATH).
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda))
 NVCC      ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -arch=sm_90 -Icore
+# GPU targets: machine code for each compute capability in CUDA_SASS (90: the H100 / H200 the
+# benchmarks run on) and PTX for CUDA_PTX (75, the oldest CUDA 13 compiles for), which the
+# driver compiles once for any other GPU from Turing on and caches (~/.nv/ComputeCache).
+# Machine code for your own GPU skips that first-run compile: make CUDA_SASS="86 90".
+CUDA_SASS ?= 90
+CUDA_PTX  ?= 75
+CUDA_TARGETS := $(foreach a,$(CUDA_SASS),-gencode arch=compute_$(a),code=sm_$(a)) \
+                -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
+# runtime.cu names them when a device has no code here (cu_device_runs_kernels).
+CUDA_BUILT := -DTC_CUDA_SASS='"$(strip $(CUDA_SASS))"' -DTC_CUDA_PTX=$(CUDA_PTX)
+NVCCFLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC $(CUDA_TARGETS) -Icore
 
 CORE_SRC  := $(wildcard core/*.c core/cpu/*.c core/autograd/*.c core/data/*.c core/graph/*.c)
 CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -50,7 +60,7 @@ CTESTS    := $(BUILD)/tests/ctest
 CUDALIB   := $(if $(NVCC),$(BUILD)/libtocha_cuda.so)
 MOCKLIB   := $(BUILD)/tests/libtocha_cuda_mock.so
 
-.PHONY: all test demo bench bench-gpu bench-gpu-tiny asan deps lint format clean check-c check-lua cuda
+.PHONY: all test demo bench bench-gpu bench-gpu-tiny asan deps lint format clean check-c check-lua cuda FORCE
 all: $(LIB) $(CDEF) $(EMBEDLIB) $(EXE) $(EMBEDHOST) $(CUDALIB)
 
 $(BUILD)/%.o: %.c $(wildcard core/*.h) core/ops.def $(wildcard core/autograd/*.h core/data/*.h core/graph/*.h) Makefile
@@ -86,14 +96,23 @@ $(EMBEDHOST): examples/embed_host.c bindings/tocha_embed.h core/tocha.h $(EMBEDL
 	$(CC) $(CPPFLAGS) -Ibindings $(CFLAGS) -o $@ $< -L$(BUILD) -ltocha_embed -ltocha -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 # ---- CUDA backend (its own shared object, dlopen'ed at run time) ----------------------
-$(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h)
+# The targets and flags the backend was last built with: a change (make CUDA_SASS=...)
+# rewrites this file, and everything built from core/cuda is built again.
+CUDA_STAMP := $(BUILD)/cuda_targets
+$(CUDA_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo 'sass=$(CUDA_SASS) ptx=$(CUDA_PTX) $(NVCC) $(NVCCFLAGS)' | cmp -s - $@ \
+	    || echo 'sass=$(CUDA_SASS) ptx=$(CUDA_PTX) $(NVCC) $(NVCCFLAGS)' > $@
+FORCE:
+$(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/core/cuda/runtime.o: NVCCFLAGS += $(CUDA_BUILT)
 # No fused multiply-add contraction in the elementwise kernels: the CPU computes a*b+c with
 # two roundings, and the conformance tests compare the two bit for bit.
 $(BUILD)/core/cuda/ew.o: NVCCFLAGS += -fmad=false
 # Plain C parts of the backend (the caching allocator): nvcc hands them to the host compiler.
-$(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h)
+$(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -155,6 +174,9 @@ $(BUILD)/tests/emu/cu_%.o: $(BUILD)/tests/emu/cu_%.cc tests/emu/emu.h tests/emu/
 $(BUILD)/tests/emu/%.o: tests/emu/%.cc $(wildcard tests/emu/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+# The emulated devices have code only where a build with these targets would (TOCHA_CUDA_EMU_CC).
+$(BUILD)/tests/emu/cu_runtime.o $(BUILD)/tests/emu/emu_runtime.o: EMU_CXXFLAGS += $(CUDA_BUILT)
+$(BUILD)/tests/emu/cu_runtime.o $(BUILD)/tests/emu/emu_runtime.o: $(CUDA_STAMP)
 # NVRTC's stand-in builds kernel modules at run time with this compiler, these headers and
 # the same sanitizers (emu_driver.cc).
 $(BUILD)/tests/emu/emu_driver.o: EMU_CXXFLAGS += -DEMU_MODULE_CXX='"$(CXX)"' -DEMU_MODULE_SAN='"$(SAN)"' \
@@ -188,12 +210,13 @@ $(CTESTS): $(EMUTESTS)
 # TOCHA_CUDA_LIB at it to run CUDA code paths without a GPU (docs/cuda.md).
 # It links libtocha.so (tests/c/mock_cuda_cpu.c runs ops through its CPU kernels, opt-in); the
 # soname makes the dynamic linker reuse the libtocha that loads the mock.
-$(MOCKLIB): tests/c/mock_cuda.c tests/c/mock_cuda_ops.c tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c tests/c/mock_cuda.h \
+$(MOCKLIB): tests/c/mock_cuda.c tests/c/mock_cuda_ops.c tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c \
+            tests/c/mock_cuda_hold.c tests/c/mock_cuda.h \
             core/cuda/cache_alloc.c core/cuda/cache_alloc.h core/cuda/cu_elem.h core/philox.h \
             core/cuda/cuda_api.h core/tocha.h core/internal.h core/ops.def core/scalar_math.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -shared -o $@ tests/c/mock_cuda.c tests/c/mock_cuda_ops.c \
-	      tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c core/cuda/cache_alloc.c -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' -lm -lpthread
+	      tests/c/mock_cuda_cpu.c tests/c/mock_cuda_rand.c tests/c/mock_cuda_hold.c core/cuda/cache_alloc.c -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' -lm -lpthread
 
 deps:
 	@sh .ci/deps.sh

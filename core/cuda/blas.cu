@@ -250,14 +250,6 @@ static tc_status run_int(int dt, const mm_mat &a, const mm_mat &b, const mm_mat 
 
 static bool is_int(int dt) { return dt == TC_U8 || dt == TC_I8 || dt == TC_I16 || dt == TC_I32 || dt == TC_I64; }
 
-/* dst = src converted to dst's dtype (the copy op's kernels); op names the call. */
-static tc_status convert_view(int dev, int op, const tc_cuda_view *dst, const tc_cuda_view *src)
-{
-    tc_cuda_call cc = {};
-    cc.op = op, cc.nin = 1, cc.in = src, cc.nout = 1, cc.out[0] = *dst;
-    return cu_op_convert(dev, &cc);
-}
-
 tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
 {
     const char *op = cu_op_name(c->op);
@@ -325,7 +317,7 @@ tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
                 if ((s = cu_scratch_alloc(dev, (size_t)out->numel * 4, &tmp[3]))) goto done;
                 D32 = cu_view_dense(&D, tmp[3]);
                 D32.dtype = TC_F32;
-                if (cbeta != 0 && (s = convert_view(dev, c->op, &D32, &D))) goto done;
+                if (cbeta != 0 && (s = cu_convert_view(dev, c->op, &D32, &D))) goto done;
                 dc = operand(&D32, rc);
             }
             mm_call g = mm_plan(a, b, dc);
@@ -334,7 +326,7 @@ tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
             s = run_gemm(h, &ty, es, &g, batch, sum, alpha, cbeta, widen ? CUDA_R_32F : ty.t, op);
             handle_put(dev, h);
             if (s) goto done;
-            if (widen && (s = convert_view(dev, c->op, &D, &D32))) goto done;
+            if (widen && (s = cu_convert_view(dev, c->op, &D, &D32))) goto done;
         }
         if (tmp[2]) s = cu_strided_copy(out, &D, op);
     }

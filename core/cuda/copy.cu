@@ -195,6 +195,13 @@ tc_status cu_op_convert(int dev, const tc_cuda_call *c)
     return s ? s : f;
 }
 
+tc_status cu_convert_view(int dev, int op, const tc_cuda_view *dst, const tc_cuda_view *src)
+{
+    tc_cuda_call cc = {};
+    cc.op = op, cc.nin = 1, cc.in = src, cc.nout = 1, cc.out[0] = *dst;
+    return cu_op_convert(dev, &cc);
+}
+
 /* ---- where ------------------------------------------------------------------------------- */
 
 template <class T> static void where_launch(int dev, const cu_geom *g, void *out, const void *cond, const void *a, const void *b)

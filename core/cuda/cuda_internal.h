@@ -17,8 +17,14 @@ CU_HIDDEN tc_status cu_fail(tc_status code, const char *fmt, ...) __attribute__(
  * with "what: <cudaGetErrorString> (<cudaGetErrorName>)" and a code mapped from e. */
 CU_HIDDEN tc_status cu_check(cudaError_t e, const char *what);
 /* Makes dev current on this thread (CUDA keeps the current device per thread) and the
- * device whose current stream cu_stream() gives. */
+ * device whose current stream cu_stream() gives. The first use of each device also asks
+ * cu_device_runs_kernels; a device it refuses is refused here, every time. */
 CU_HIDDEN tc_status cu_use_device(int dev);
+/* TC_OK when this library carries code dev can run: machine code for its architecture or
+ * PTX the driver can compile for it (the Makefile's CUDA_SASS / CUDA_PTX). Otherwise
+ * TC_ERR_DEVICE naming the device, its compute capability, what was built and what to do.
+ * Asks the driver about one kernel (cudaFuncGetAttributes); dev must be current. */
+CU_HIDDEN tc_status cu_device_runs_kernels(int dev);
 
 /* ---- streams (stream.cu) ---------------------------------------------------------------- */
 /* The calling thread's current stream on the device last made current by cu_use_device
@@ -91,6 +97,9 @@ CU_HIDDEN tc_status cu_unsupported(const tc_cuda_call *c);
 /* One launcher per kind, each in its own file; all take a validated call (cuda_api.h). */
 CU_HIDDEN tc_status cu_op_ew(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_convert(int dev, const tc_cuda_call *c);
+/* dst = src converted to dst's dtype by the copy op's kernels; errors name op (the caller's
+ * op: mixed-precision paths convert their operands through scratch). */
+CU_HIDDEN tc_status cu_convert_view(int dev, int op, const tc_cuda_view *dst, const tc_cuda_view *src);
 CU_HIDDEN tc_status cu_op_select(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_reduce(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_scan(int dev, const tc_cuda_call *c);

@@ -156,9 +156,7 @@ static tc_status channel_in(int dev, bn_bufs *b, int op, const tc_cuda_view *v, 
     b->tmp[b->n++] = t;
     *use = cu_view_dense(v, t);
     use->dtype = sdt;
-    tc_cuda_call cc = {}; /* the copy op's conversion kernels, named after op */
-    cc.op = op, cc.nin = 1, cc.in = v, cc.nout = 1, cc.out[0] = *use;
-    return cu_op_convert(dev, &cc);
+    return cu_convert_view(dev, op, use, v);
 }
 
 /* A dense destination for out: out itself when dense and not one of the inputs a, b (an

@@ -505,9 +505,7 @@ static tc_status to_f32_scratch(int dev, int op, const tc_cuda_view *v, tc_cuda_
     tmp[(*nt)++] = t;
     *use = cu_view_dense(v, t);
     use->dtype = TC_F32;
-    tc_cuda_call cc = {}; /* the copy op's conversion kernels, named after op */
-    cc.op = op, cc.nin = 1, cc.in = v, cc.nout = 1, cc.out[0] = *use;
-    return cu_op_convert(dev, &cc);
+    return cu_convert_view(dev, op, use, v);
 }
 
 /* A float16 / bfloat16 call as the CPU computes it (tc_cpu_with_f32): every half tensor
@@ -535,9 +533,7 @@ static tc_status with_f32(int dev, const tc_cuda_call *c)
     if (!s) s = cu_op_rnn(dev, &c32);
     for (int o = 0; o < c->nout && !s; o++) {
         if (c->out[o].numel == 0) continue;
-        tc_cuda_call cc = {};
-        cc.op = c->op, cc.nin = 1, cc.in = &c32.out[o], cc.nout = 1, cc.out[0] = c->out[o];
-        s = cu_op_convert(dev, &cc);
+        s = cu_convert_view(dev, c->op, &c->out[o], &c32.out[o]);
     }
     for (int i = 0; i < nt; i++) cu_scratch_free(dev, tmp[i]); /* reused only after this work, on this stream */
     return s;

@@ -95,6 +95,77 @@ static tc_status device_name(int dev, char *name, size_t cap)
     return TC_OK;
 }
 
+/* ---- can the device run this library's kernels? ------------------------------------------ */
+
+/* What the Makefile built (CUDA_SASS, CUDA_PTX): machine code for these architectures, and
+ * PTX for this compute capability, which the driver compiles for any later GPU. */
+#ifndef TC_CUDA_SASS
+#define TC_CUDA_SASS "90"
+#endif
+#ifndef TC_CUDA_PTX
+#define TC_CUDA_PTX 75
+#endif
+
+/* The kernel the driver is asked about: every kernel here is built for the same targets. */
+__global__ void cu_probe_kernel(void) {}
+
+/* 1 once a device has said yes (never reset: a device does not change). */
+static int g_runs_kernels[CA_MAX_DEVICES];
+
+/* "sm_80, sm_90" from the space-separated TC_CUDA_SASS. */
+static void sass_list(char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (const char *p = TC_CUDA_SASS; *p && n + 1 < cap;) {
+        while (*p == ' ') p++;
+        size_t len = strcspn(p, " ");
+        if (len) n += (size_t)snprintf(buf + n, cap - n, "%ssm_%.*s", n ? ", " : "", (int)len, p);
+        p += len;
+    }
+}
+
+tc_status cu_device_runs_kernels(int dev)
+{
+    bool cached = dev >= 0 && dev < CA_MAX_DEVICES;
+    if (cached && __atomic_load_n(&g_runs_kernels[dev], __ATOMIC_RELAXED)) return TC_OK;
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, (const void *)cu_probe_kernel);
+    if (e == cudaSuccess) {
+        if (cached) __atomic_store_n(&g_runs_kernels[dev], 1, __ATOMIC_RELAXED);
+        return TC_OK;
+    }
+    (void)cudaGetLastError();
+    /* Without code for it, kernel launches would fail one by one while cuBLAS / cuDNN calls
+     * worked, and a model would be half moved when the first error came: say why at once. */
+    int major = 0, minor = 0, rt = 0, drv = 0;
+    char name[256], sass[128];
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        major = minor = 0;
+    (void)cudaGetLastError();
+    if (device_name(dev, name, sizeof name) != TC_OK) snprintf(name, sizeof name, "name unknown");
+    versions(&rt, &drv);
+    sass_list(sass, sizeof sass);
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+        return cu_fail(TC_ERR_DEVICE,
+                       "cuda: device %d (%s, compute capability %d.%d) cannot run libtocha_cuda.so's kernels: it holds "
+                       "machine code for %s and PTX for compute capability %d.%d and later; build machine code for this "
+                       "GPU with make CUDA_SASS=%d%d (nvcc must support sm_%d%d) (%s)",
+                       dev, name, major, minor, sass, TC_CUDA_PTX / 10, TC_CUDA_PTX % 10, major, minor, major, minor,
+                       cudaGetErrorName(e));
+    if (e == cudaErrorUnsupportedPtxVersion)
+        return cu_fail(TC_ERR_DEVICE,
+                       "cuda: device %d (%s, compute capability %d.%d) cannot run libtocha_cuda.so's kernels: it holds "
+                       "machine code for %s only, and the driver (CUDA %d.%d) is older than the toolkit that wrote its PTX "
+                       "(CUDA %d.%d); update the driver, or build machine code for this GPU with make CUDA_SASS=%d%d (%s)",
+                       dev, name, major, minor, sass, drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, major,
+                       minor, cudaGetErrorName(e));
+    char what[320];
+    snprintf(what, sizeof what, "cuda: device %d (%s): loading libtocha_cuda.so's kernels", dev, name);
+    return cu_check(e, what);
+}
+
 /* ---- memory and copies --------------------------------------------------------------- */
 
 /* The raw device calls under the caching allocator. Out of memory is TC_ERR_MEMORY, the one

@@ -59,7 +59,7 @@ tc_status cu_use_device(int dev)
     cudaError_t e = cudaSetDevice(dev);
     if (e == cudaSuccess) {
         t_dev = dev >= 0 && dev < CA_MAX_DEVICES ? dev : 0;
-        return TC_OK;
+        return cu_device_runs_kernels(dev);
     }
     snprintf(what, sizeof what, "cuda: select device %d", dev);
     return cu_check(e, what);

@@ -1,8 +1,8 @@
 /* mock_cuda.c -- a CUDA backend without CUDA: the whole tc_cuda_api table (cuda_api.h) over
  * host memory, built by the Makefile into build/tests/libtocha_cuda_mock.so (with
- * mock_cuda_ops.c, which runs the ops: elementwise loops, index_select and gather). Point
- * TOCHA_CUDA_LIB at it and libtocha, Lua and the tests take every CUDA code path on a
- * machine without a GPU (docs/cuda.md).
+ * mock_cuda_ops.c, which runs the ops: elementwise loops, index_select and gather, and the
+ * other mock_cuda_*.c files mock_cuda.h lists). Point TOCHA_CUDA_LIB at it and libtocha,
+ * Lua and the tests take every CUDA code path on a machine without a GPU (docs/cuda.md).
  *
  * What is real: the caching allocator (the same core/cuda/cache_alloc.c as the CUDA
  * backend, so its statistics, empty_cache and out-of-memory retry behave as on a GPU), the
@@ -13,9 +13,10 @@
  * their device-side index check (mock_cuda_ops.c).
  *
  * Streams and events are checked handles without asynchrony: work runs when queued (so a
- * query says done, unless a test holds the stream: tc_cuda_mock_hold, below), but each thread's current stream per device is kept and the
- * allocator files blocks under it, as the CUDA backend does. Events record a time. Pinned
- * memory is malloc with a registry (a foreign or second release is caught). Graph capture
+ * query says done, unless a test holds the stream: tc_cuda_mock_hold, mock_cuda_hold.c),
+ * but each thread's current stream per device is kept and the allocator files blocks under
+ * it, as the CUDA backend does. Events record a time. Pinned memory is malloc with a
+ * registry (a foreign or second release is caught). Graph capture
  * is real: while a thread captures, the ew/run calls, memsets and copies it queues on the
  * captured stream are recorded (deep copies) instead of run, host waits are refused as in
  * the CUDA backend, allocations come from the capture's private pool, and graph_launch
@@ -319,86 +320,11 @@ static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)
     return copy(dev, dst, src, nbytes, 'D', "cuda: copy device to device");
 }
 
-/* ---- held streams (tests of tc_tensor_record_stream and of cross-stream ordering) ------------
- * Work runs when queued, so events complete at once, unless a test holds the stream
- * (tc_cuda_mock_hold, found with dlsym): an event recorded on it while held stays incomplete
- * until the hold is lifted, by tc_cuda_mock_hold(dev, stream, 0) or a host wait covering the
- * stream (synchronize of the device or the stream, event_synchronize of such an event, the
- * stream's destroy), when a GPU would have finished the work. A stream that waits on an
- * incomplete event (event_wait) is held too, until that event completes: its later work
- * would run after the held work on a GPU. (A host wait on the waiting stream lifts only its
- * own holds: the source's events stay incomplete, which orders more than a GPU would, never less.)
- *
- * Holds get increasing numbers; an event recorded on a stream remembers the highest number
- * the stream held then, and is incomplete while the stream still holds one at most that. */
-typedef struct hold_entry {
-    int dev;
-    void *stream;
-    uint64_t gen;
-    void *after_stream; /* a wait's hold: lifted once after_stream holds nothing <= after_gen */
-    uint64_t after_gen; /* (0: a test's hold) */
-} hold_entry;
-static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
-static hold_entry g_held[16];
-static int g_nheld;
-static uint64_t g_hold_gen;
-
-/* (dev, stream) holds something numbered <= gen (g_held_mu held). */
-static bool pending_locked(int dev, void *stream, uint64_t gen)
-{
-    for (int i = 0; i < g_nheld; i++)
-        if (g_held[i].dev == dev && g_held[i].stream == stream && g_held[i].gen <= gen) return true;
-    return false;
-}
-
-/* The highest hold of (dev, stream) (0: none); with drop (all: of every stream of dev), its
- * holds are lifted, and then the holds of waits on them. */
-static uint64_t held_gen(int dev, void *stream, int drop, int all)
-{
-    uint64_t g = 0;
-    pthread_mutex_lock(&g_held_mu);
-    for (int i = 0; i < g_nheld;)
-        if (g_held[i].dev == dev && (all || g_held[i].stream == stream)) {
-            if (g_held[i].gen > g) g = g_held[i].gen;
-            if (drop) g_held[i] = g_held[--g_nheld];
-            else i++;
-        } else i++;
-    for (bool again = drop; again;) {
-        again = false;
-        for (int i = 0; i < g_nheld; i++)
-            if (g_held[i].after_gen && !pending_locked(g_held[i].dev, g_held[i].after_stream, g_held[i].after_gen)) {
-                g_held[i--] = g_held[--g_nheld];
-                again = true;
-            }
-    }
-    pthread_mutex_unlock(&g_held_mu);
-    return g;
-}
-#define unhold(dev, stream, all) ((void)held_gen(dev, stream, 1, all))
-
-/* Adds a hold of (dev, stream); returns false when the table is full. */
-static bool add_hold(int dev, void *stream, void *after_stream, uint64_t after_gen)
-{
-    pthread_mutex_lock(&g_held_mu);
-    bool ok = g_nheld < (int)(sizeof g_held / sizeof g_held[0]);
-    if (ok) g_held[g_nheld++] = (hold_entry){dev, stream, ++g_hold_gen, after_stream, after_gen};
-    pthread_mutex_unlock(&g_held_mu);
-    return ok;
-}
-
-/* hold 1: events recorded on (dev, stream) (NULL: the legacy default stream) from now on
- * stay incomplete; 0: they complete. Returns 0, or -1 when the table is full. */
-EXPORT int tc_cuda_mock_hold(int dev, void *stream, int hold)
-{
-    unhold(dev, stream, 0);
-    return !hold || add_hold(dev, stream, NULL, 0) ? 0 : -1;
-}
-
 static tc_status synchronize(int dev)
 {
     tc_status s = mock_use(dev, "cuda: synchronize");
     if (!s) s = mock_no_wait(dev, "cuda: synchronize");
-    if (!s) unhold(dev, NULL, 1);
+    if (!s) mock_unhold(dev, NULL, 1);
     return s;
 }
 
@@ -489,7 +415,7 @@ static tc_status stream_destroy(int dev, void *stream)
     if (!s) s = mock_no_wait(dev, "cuda stream_destroy");
     if (s) return s;
     if (t_stream[dev] == stream) t_stream[dev] = NULL;
-    unhold(dev, stream, 0);
+    mock_unhold(dev, stream, 0);
     ((mock_stream *)stream)->magic = 0; /* a second destroy is caught (until the memory is reused) */
     free(stream);
     return TC_OK;
@@ -499,7 +425,7 @@ static tc_status stream_synchronize(int dev, void *stream)
 {
     tc_status s = stream_arg(dev, stream, "cuda stream_synchronize");
     if (!s) s = mock_no_wait(dev, "cuda stream_synchronize");
-    if (!s) unhold(dev, stream, 0);
+    if (!s) mock_unhold(dev, stream, 0);
     return s;
 }
 
@@ -509,7 +435,7 @@ static tc_status stream_query(int dev, void *stream, int *done)
     *done = 0;
     tc_status s = stream_arg(dev, stream, "cuda stream_query");
     if (!s) s = mock_no_wait(dev, "cuda stream_query");
-    if (!s) *done = held_gen(dev, stream, 0, 0) == 0; /* work runs when queued, unless held */
+    if (!s) *done = mock_held_gen(dev, stream, 0, 0) == 0; /* work runs when queued, unless held */
     return s;
 }
 
@@ -572,17 +498,13 @@ static tc_status event_record(int dev, void *event, void *stream)
     e->recorded = 1;
     e->ms = now_ms();
     e->held_stream = stream;
-    e->held_gen = held_gen(dev, stream, 0, 0);
+    e->held_gen = mock_held_gen(dev, stream, 0, 0);
     return TC_OK;
 }
 
 static bool event_pending(int dev, const mock_event *e)
 {
-    if (!e->held_gen) return false;
-    pthread_mutex_lock(&g_held_mu);
-    bool p = pending_locked(dev, e->held_stream, e->held_gen);
-    pthread_mutex_unlock(&g_held_mu);
-    return p;
+    return e->held_gen && mock_hold_pending(dev, e->held_stream, e->held_gen);
 }
 
 static tc_status event_wait(int dev, void *stream, void *event)
@@ -590,7 +512,7 @@ static tc_status event_wait(int dev, void *stream, void *event)
     tc_status s = event_arg(dev, event, "cuda event_wait");
     if (!s) s = stream_arg(dev, stream, "cuda event_wait");
     const mock_event *e = (const mock_event *)event;
-    if (!s && e->held_stream != stream && event_pending(dev, e) && !add_hold(dev, stream, e->held_stream, e->held_gen))
+    if (!s && e->held_stream != stream && event_pending(dev, e) && !mock_add_hold(dev, stream, e->held_stream, e->held_gen))
         s = mock_fail(TC_ERR_UNSUPPORTED, "cuda event_wait: the mock holds too many streams");
     return s;
 }
@@ -600,7 +522,7 @@ static tc_status event_synchronize(int dev, void *event)
     tc_status s = event_arg(dev, event, "cuda event_synchronize");
     if (!s) s = mock_no_wait(dev, "cuda event_synchronize");
     mock_event *e = (mock_event *)event;
-    if (!s && event_pending(dev, e)) unhold(dev, e->held_stream, 0);
+    if (!s && event_pending(dev, e)) mock_unhold(dev, e->held_stream, 0);
     return s;
 }
 

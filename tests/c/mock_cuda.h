@@ -1,6 +1,7 @@
 /* mock_cuda.h -- what the two halves of the mock CUDA backend share (tests/c/mock_cuda.c:
  * the table, devices, allocator, streams, events, capture and replay; tests/c/mock_cuda_ops.c:
- * the work itself: elementwise loops, run() with its index ops and the device error word).
+ * the work itself: elementwise loops, run() with its index ops and the device error word;
+ * and the others below).
  * Everything here is hidden in libtocha_cuda_mock.so (-fvisibility=hidden): only
  * tc_cuda_entry is exported.
  */
@@ -35,6 +36,16 @@ tc_status mock_use(int dev, const char *what);    /* dev names a mock device */
 bool mock_recording(int dev);                     /* work queued now on dev is recorded */
 tc_status mock_record(int dev, const mock_rec *r); /* appends to the open capture */
 tc_status mock_no_wait(int dev, const char *what); /* refused while this thread captures */
+
+/* mock_cuda_hold.c: streams a test holds (tc_cuda_mock_hold) and the waits on them */
+/* The highest hold of (dev, stream) (0: none); with drop, lifts them (all: those of every
+ * stream of dev), then the holds of waits that nothing holds up any more. */
+uint64_t mock_held_gen(int dev, void *stream, int drop, int all);
+#define mock_unhold(dev, stream, all) ((void)mock_held_gen(dev, stream, 1, all))
+bool mock_hold_pending(int dev, void *stream, uint64_t gen); /* holds something numbered <= gen */
+/* Holds (dev, stream) until (after_stream) holds nothing <= after_gen (0: until lifted);
+ * false when the table is full. */
+bool mock_add_hold(int dev, void *stream, void *after_stream, uint64_t after_gen);
 
 /* mock_cuda_ops.c */
 tc_status mock_ew(int dev, int op, int dtype, int64_t n, void *out, const void *const *in, const int64_t *step,

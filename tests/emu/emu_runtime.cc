@@ -106,6 +106,29 @@ int ndevices()
     }();
     return n;
 }
+/* The emulated devices' compute capability as major * 10 + minor: TOCHA_CUDA_EMU_CC ("8.6";
+ * default 9.0, an H100's). */
+int compute_capability()
+{
+    static int cc = [] {
+        const char *s = getenv("TOCHA_CUDA_EMU_CC");
+        int major = 9, minor = 0;
+        if (s && (sscanf(s, "%d.%d", &major, &minor) != 2 || major < 1 || minor < 0 || minor > 9)) major = 9, minor = 0;
+        return major * 10 + minor;
+    }();
+    return cc;
+}
+/* The driver's CUDA version: TOCHA_CUDA_EMU_DRIVER ("12.8" is 12080; default the runtime's). */
+int driver_version()
+{
+    static int v = [] {
+        const char *s = getenv("TOCHA_CUDA_EMU_DRIVER");
+        int major = 0, minor = 0;
+        if (s && sscanf(s, "%d.%d", &major, &minor) == 2 && major > 0) return major * 1000 + minor * 10;
+        return CUDART_VERSION;
+    }();
+    return v;
+}
 size_t capacity()
 {
     static size_t c = parse_bytes(getenv("TOCHA_CUDA_EMU_CAPACITY"), (size_t)2 << 30);
@@ -354,8 +377,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev)
     p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 0x7fffffff;
     p->maxGridSize[1] = p->maxGridSize[2] = 65535;
-    p->major = 9;
-    p->minor = 0;
+    p->major = compute_capability() / 10;
+    p->minor = compute_capability() % 10;
     p->multiProcessorCount = 2;
     p->unifiedAddressing = 1;
     return cudaSuccess;
@@ -368,8 +391,8 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev)
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
     case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *v = compute_capability() / 10; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *v = compute_capability() % 10; return cudaSuccess;
     default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)attr);
     }
 }
@@ -380,7 +403,41 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 }
 cudaError_t cudaDriverGetVersion(int *v)
 {
-    *v = CUDART_VERSION;
+    *v = driver_version();
+    return cudaSuccess;
+}
+
+/* The Makefile's targets (CUDA_SASS, CUDA_PTX): the emulated kernels exist where a build for
+ * them would have code, as a GPU's driver decides it: machine code of the device's major
+ * version and no newer minor, else PTX no newer than the device, which a driver at least as
+ * new as the runtime can compile. */
+#ifndef TC_CUDA_SASS
+#define TC_CUDA_SASS "90"
+#endif
+#ifndef TC_CUDA_PTX
+#define TC_CUDA_PTX 75
+#endif
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
+{
+    if (!attr || !func) return fail(cudaErrorInvalidValue, "cudaFuncGetAttributes: NULL argument");
+    int cc = compute_capability();
+    bool sass = false;
+    for (const char *p = TC_CUDA_SASS; *p;) {
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (end == p) break;
+        sass = sass || (a / 10 == cc / 10 && a % 10 <= cc % 10);
+        p = end;
+    }
+    if (!sass && cc < TC_CUDA_PTX)
+        return fail(cudaErrorNoKernelImageForDevice, "cudaFuncGetAttributes: no code for compute capability %d.%d",
+                    cc / 10, cc % 10);
+    if (!sass && driver_version() < CUDART_VERSION)
+        return fail(cudaErrorUnsupportedPtxVersion, "cudaFuncGetAttributes: the driver (%d) cannot compile PTX of %d",
+                    driver_version(), CUDART_VERSION);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = 1024;
+    attr->binaryVersion = attr->ptxVersion = sass ? cc : TC_CUDA_PTX;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void)
@@ -409,6 +466,7 @@ const char *cudaGetErrorName(cudaError_t e)
         EMU_NAME(cudaErrorStreamCaptureUnsupported) EMU_NAME(cudaErrorStreamCaptureInvalidated)
         EMU_NAME(cudaErrorStreamCaptureImplicit) EMU_NAME(cudaErrorStreamCaptureUnjoined)
         EMU_NAME(cudaErrorStreamCaptureIsolation) EMU_NAME(cudaErrorStreamCaptureUnmatched)
+        EMU_NAME(cudaErrorNoKernelImageForDevice) EMU_NAME(cudaErrorUnsupportedPtxVersion)
 #undef EMU_NAME
     default: return "cudaErrorUnknown";
     }
@@ -429,6 +487,8 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorStreamCaptureUnjoined: return "capture was not joined";
+    case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
+    case cudaErrorUnsupportedPtxVersion: return "the provided PTX was compiled with an unsupported toolchain.";
     default: return "unknown error";
     }
 }

@@ -106,6 +106,92 @@ describe('torch.cuda', function()
       assert.are.equal('false|no CUDA device (the driver is installed but reports none)', out)
    end)
 
+   describe('over the CUDA emulator, on GPUs the build has code for and not (TOCHA_CUDA_EMU_CC)', function()
+      local EMU = build .. '/tests/libtocha_cuda_emu.so'
+      -- What make built the backend for (the Makefile's CUDA_SASS and CUDA_PTX), as the
+      -- stamp it keeps says: "sass=90 ptx=75 <nvcc and its flags>".
+      local sass, ptx
+      local f = io.open(build .. '/cuda_targets')
+      if f then
+         local list
+         list, ptx = f:read('*a'):match('^sass=(.-) ptx=(%d+)')
+         f:close()
+         sass = {}
+         for a in (list or ''):gmatch('%d+') do sass[#sass + 1] = tonumber(a) end
+         ptx = tonumber(ptx)
+      end
+      local have = io.open(EMU, 'rb')
+      if have then have:close() end
+
+      local function run(env)
+         local out = child('TOCHA_CUDA_LIB=' .. EMU .. ' TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=64M '
+            .. 'TOCHA_CUDA_EMU_LOG=/dev/null ' .. env, 'tests/lua/cuda_arch_child.lua')
+         local got = {}
+         for k, v in out:gmatch('([%w_]+)=([^\n]*)') do got[k] = v end
+         assert.are.equal('true', got.done, 'the child failed:\n' .. out)
+         return got
+      end
+      local function at(text)
+         local n = 0
+         for line in io.lines('tests/lua/cuda_arch_child.lua') do
+            n = n + 1
+            if line:find(text, 1, true) then return 'tests/lua/cuda_arch_child.lua:' .. n .. ': ' end
+         end
+         error('no line with ' .. text)
+      end
+      local function machine_code()
+         local names = {}
+         for i, a in ipairs(sass) do names[i] = 'sm_' .. a end
+         return table.concat(names, ', ')
+      end
+      -- Whether the build has machine code for compute capability cc (major * 10 + minor).
+      local function has_sass(cc)
+         for _, a in ipairs(sass) do
+            if math.floor(a / 10) == math.floor(cc / 10) and a % 10 <= cc % 10 then return true end
+         end
+         return false
+      end
+
+      it('refuses a GPU older than its PTX at the first use of each device, with what to build', function()
+         if not (have and sass) then return pending('the CUDA emulator is not built here') end
+         local got = run('TOCHA_CUDA_EMU_CC=5.0')
+         assert.are.equal('true', got.available) -- the device is there; it cannot run our code
+         local why = "cannot run libtocha_cuda.so's kernels: it holds machine code for " .. machine_code()
+            .. ' and PTX for compute capability ' .. math.floor(ptx / 10) .. '.' .. ptx % 10 .. ' and later; build '
+            .. 'machine code for this GPU with make CUDA_SASS=50 (nvcc must support sm_50) '
+            .. '(cudaErrorNoKernelImageForDevice)'
+         local dev0 = 'cuda: device 0 (tocha CUDA emulator (host), compute capability 5.0) ' .. why
+         assert.are.equal(at("H.put('to_device'") .. dev0, got.to_device)
+         assert.are.equal(at("H.put('again'") .. dev0, got.again)
+         assert.are.equal(at('torch.cuda.setDevice(2)') .. 'cuda: device 1 (tocha CUDA emulator (host), compute '
+            .. 'capability 5.0) ' .. why, got.device1)
+         assert.are.equal('4', got.cpu_survives)
+         assert.are.equal('error', got.sum)
+      end)
+
+      it('runs through PTX on a GPU it has no machine code for, and names an old driver', function()
+         if not (have and sass) then return pending('the CUDA emulator is not built here') end
+         local cc = ptx
+         while has_sass(cc) do cc = cc + 1 end -- the oldest GPU that needs the PTX
+         local cc_env = 'TOCHA_CUDA_EMU_CC=' .. math.floor(cc / 10) .. '.' .. cc % 10
+         local got = run(cc_env)
+         assert.are.equal('nil', got.to_device) -- no error
+         assert.are.equal('12', got.sum)
+         -- a driver older than the toolkit cannot compile the PTX
+         got = run(cc_env .. ' TOCHA_CUDA_EMU_DRIVER=12.0')
+         assert.is_truthy(got.to_device:find('compute capability ' .. math.floor(cc / 10) .. '.' .. cc % 10
+            .. ") cannot run libtocha_cuda.so's kernels: it holds machine code for " .. machine_code() .. ' only, '
+            .. 'and the driver (CUDA 12.0) is older than the toolkit that wrote its PTX (CUDA ', 1, true), got.to_device)
+         assert.is_truthy(got.to_device:find('); update the driver, or build machine code for this GPU with make '
+            .. 'CUDA_SASS=' .. cc .. ' (cudaErrorUnsupportedPtxVersion)', 1, true), got.to_device)
+         assert.are.equal('error', got.sum)
+         -- machine code needs no driver compile: the same old driver runs an H100's
+         got = run('TOCHA_CUDA_EMU_CC=' .. math.floor(sass[1] / 10) .. '.' .. sass[1] % 10 .. ' TOCHA_CUDA_EMU_DRIVER=12.0')
+         assert.are.equal('nil', got.to_device) -- no error
+         assert.are.equal('12', got.sum)
+      end)
+   end)
+
    describe('over the mock backend (TOCHA_CUDA_LIB, 2 devices of 64 MB)', function()
       local got
       setup(function()
