@@ -4,11 +4,12 @@
  * Graphs are built by hand and fused by the real pass (or, for dtypes the CPU pass does
  * not fuse, grouped by hand); each group's kernel text is checked for what must be in it
  * (the ops.def formulas, the index math of broadcast and strided inputs, the reduction)
- * and compiled with NVRTC to PTX for compute_90, which must name the entry point. Kernels
- * without a block reduction are also built with the host c++ and run against eager. No
- * GPU is needed: where libnvrtc is missing the compile steps print "SKIP nvrtc: <why>" and
- * the text checks still run. Launches (test_cuda_codegen_run.c's cuda_codegen_gpu_*) run
- * over the CUDA emulator; never on a GPU.
+ * and compiled with NVRTC to PTX for compute_90 and compute_75 (the oldest GPUs the backend
+ * runs on), which must name the entry point. Kernels without a block reduction are also
+ * built with the host c++ and run against eager. No GPU is needed: where libnvrtc is
+ * missing the compile steps print "SKIP nvrtc: <why>" and the text checks still run.
+ * Launches (test_cuda_codegen_run.c's cuda_codegen_gpu_*) run over the CUDA emulator; never
+ * on a GPU.
  */
 #include "graph/cuda_codegen.h"
 #include "graph_test_util.h"
