@@ -411,11 +411,8 @@ cudaError_t cudaDriverGetVersion(int *v)
  * them would have code, as a GPU's driver decides it: machine code of the device's major
  * version and no newer minor, else PTX no newer than the device, which a driver at least as
  * new as the runtime can compile. */
-#ifndef TC_CUDA_SASS
-#define TC_CUDA_SASS "90"
-#endif
-#ifndef TC_CUDA_PTX
-#define TC_CUDA_PTX 75
+#if !defined(TC_CUDA_SASS) || !defined(TC_CUDA_PTX)
+#error "the Makefile passes the backend's targets (CUDA_BUILT): build the emulator with make"
 #endif
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 {

@@ -2,9 +2,11 @@
 -- count through libtocha's loader; device selection and the caching allocator's functions.
 -- Without a GPU (CI) isAvailable() is false with a reason and the other functions raise it;
 -- the allocator is then exercised end to end in a child process over the mock backend
--- (build/tests/libtocha_cuda_mock.so, tests/c/mock_cuda.c). Run from the repository root
+-- (build/tests/libtocha_cuda_mock.so, tests/c/mock_cuda.c), and what a GPU the build has no
+-- code for gets over the CUDA emulator (tests/emu). Run from the repository root
 -- (tests/run.sh).
 require 'torch'
+local H = require 'cuda_child_helper'
 
 -- The loader's reasons start with one of these (core/cuda_loader.c).
 local function known_reason(why)
@@ -131,14 +133,7 @@ describe('torch.cuda', function()
          assert.are.equal('true', got.done, 'the child failed:\n' .. out)
          return got
       end
-      local function at(text)
-         local n = 0
-         for line in io.lines('tests/lua/cuda_arch_child.lua') do
-            n = n + 1
-            if line:find(text, 1, true) then return 'tests/lua/cuda_arch_child.lua:' .. n .. ': ' end
-         end
-         error('no line with ' .. text)
-      end
+      local function at(text) return H.at('tests/lua/cuda_arch_child.lua', text) end
       local function machine_code()
          local names = {}
          for i, a in ipairs(sass) do names[i] = 'sm_' .. a end
@@ -208,14 +203,7 @@ describe('torch.cuda', function()
       local MB = 2 ^ 20
       -- "tests/lua/cuda_mock_child.lua:<line>:" for the child's line that contains text:
       -- errors are raised at the line of the user's call.
-      local function at(text)
-         local n = 0
-         for line in io.lines('tests/lua/cuda_mock_child.lua') do
-            n = n + 1
-            if line:find(text, 1, true) then return 'tests/lua/cuda_mock_child.lua:' .. n .. ': ' end
-         end
-         error('no line with ' .. text)
-      end
+      local function at(text) return H.at('tests/lua/cuda_mock_child.lua', text) end
 
       it('selects devices with cutorch (1-based) and PyTorch (0-based) numbers', function()
          assert.are.equal('true', got.available)
