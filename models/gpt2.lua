@@ -1,6 +1,6 @@
 -- models/gpt2.lua -- a GPT-2 language model (Radford et al. 2019): token and position
 -- embeddings, pre-LayerNorm transformer blocks with causal self-attention
--- (nn.MultiheadAttention, batch first, a float causal mask) and a GELU (tanh) MLP, a final
+-- (nn.MultiheadAttention, batch first, causal) and a GELU (tanh) MLP, a final
 -- LayerNorm, and logits through the token embedding's own weight (tied, as GPT-2).
 -- The default sizes are GPT-2 small: 12 layers, d = 768, 12 heads, vocabulary 50257,
 -- context 1024: 124,439,808 parameters (the tied matrix counted once), as Hugging Face's
@@ -29,39 +29,22 @@ local M = {}
 
 ---------------------------------------------------------------------------------------------
 -- CausalSelfAttention(dim, heads, dropout): x (B, T, dim) -> (B, T, dim); an
--- nn.MultiheadAttention (batch first) given the additive causal mask: 0 on and below the
--- diagonal, -inf above. The mask is made once per T and type and kept as a buffer.
+-- nn.MultiheadAttention (batch first, causal: position i attends to 1..i; the softmax leaves
+-- the later ones out, no mask tensor is made or added) that keeps no averaged attention
+-- weights (needWeights = false: GPT-2 has no use for them, and they cost a pass over every
+-- B x heads x T x T score).
 ---------------------------------------------------------------------------------------------
 local Attn, AttnParent = torch.class('tochamodels.CausalSelfAttention', 'nn.Container', M)
 
 function Attn:__init(dim, heads, dropout)
    AttnParent.__init(self)
-   self.modules[1] = nn.MultiheadAttention(dim, heads, {batchFirst = true, dropout = dropout or 0})
-end
-
-function Attn:_mask(x)
-   local T = x:size(2)
-   local m = self.mask
-   if m == nil or m:size(1) ~= T or torch.type(m) ~= torch.type(x) or
-      (m.getDevice and m:getDevice() ~= x:getDevice()) then
-      m = nn._no_grad(function()
-         local host = torch.FloatTensor(T, T):zero()
-         for i = 1, T - 1 do host[i]:narrow(1, i + 1, T - i):fill(-math.huge) end
-         return host:typeAs(x)
-      end)
-      self.mask = m
-   end
-   return m
+   self.modules[1] = nn.MultiheadAttention(dim, heads, {batchFirst = true, dropout = dropout or 0,
+                                                         causal = true, needWeights = false})
 end
 
 function Attn:updateOutput(x)
-   self.output = self.modules[1]:updateOutput({x, x, x, false, self:_mask(x)})
+   self.output = self.modules[1]:updateOutput(x)
    return self.output
-end
-
-function Attn:clearState()
-   self.mask = nil
-   return AttnParent.clearState(self)
 end
 
 ---------------------------------------------------------------------------------------------

@@ -6,10 +6,11 @@
  * The input (made dense) is (outer, n, inner) around the dim. With inner == 1 each slice is
  * a contiguous row: a max pass, an exp-and-sum pass, a scale pass. Otherwise a block of up
  * to IB neighbouring slices is walked together, so every pass runs over contiguous memory
- * (the running max and sum live in small arrays over the block). Float32 uses the
- * branch-free tc_expf (core/scalar_math.h) and several sum lanes, so the loops vectorise
- * (and run 8 lanes wide in their AVX2 clones); double uses libm's exp. NaN anywhere in a
- * slice makes the whole slice NaN, as in PyTorch.
+ * (the running max and sum live in small arrays over the block). A causal softmax (i1, the
+ * last dim) runs each row i of a (L, S) matrix over its first i + 1 elements and writes 0s
+ * after them. Float32 uses the branch-free tc_expf (core/scalar_math.h) and several sum
+ * lanes, so the loops vectorise (and run 8 lanes wide in their AVX2 clones); double uses
+ * libm's exp. NaN anywhere in a slice makes the whole slice NaN, as in PyTorch.
  */
 #include "nn.h"
 #include "../scalar_math.h"
@@ -36,6 +37,7 @@ typedef struct sm_job {
     const char *x;
     char *y;
     int64_t n, inner, blocks; /* blocks of IB slices per outer index when inner > 1 */
+    int64_t causal_rows;      /* causal softmax (inner == 1): L, the rows of each (L, n) matrix; else 0 */
 } sm_job;
 
 #define SOFTMAX_LOOPS(T, sfx)                                                               \
@@ -108,7 +110,11 @@ typedef struct sm_job {
         T *y = (T *)j->y;                                                                   \
         for (int64_t u = u0; u < u1; u++) {                                                 \
             if (j->inner == 1) {                                                            \
-                row_##sfx(j->log, x + u * j->n, y + u * j->n, j->n);                        \
+                /* causal: row i of its matrix keeps its first i + 1 elements, the rest are 0 */ \
+                int64_t live = j->n;                                                        \
+                if (j->causal_rows && u % j->causal_rows + 1 < live) live = u % j->causal_rows + 1; \
+                row_##sfx(j->log, x + u * j->n, y + u * j->n, live);                        \
+                for (int64_t k = live; k < j->n; k++) y[u * j->n + k] = 0;                  \
                 continue;                                                                   \
             }                                                                               \
             int64_t o = u / j->blocks, b = (u % j->blocks) * IB;                            \
@@ -256,6 +262,8 @@ tc_status tc_cpu_softmax(const tc_kcall *k)
     for (int i = d + 1; i < x->ndim; i++) inner *= x->size[i];
     sm_job j = {.log = k->op == TC_OP_LOG_SOFTMAX, .dt = x->dtype, .x = tc_base(x), .y = tc_base(dense),
                 .n = n, .inner = inner, .blocks = (inner + IB - 1) / IB};
+    /* causal (checked by tc_prepare_softmax: dim is the last, so inner == 1) */
+    if (k->op == TC_OP_SOFTMAX && k->p->i[1]) j.causal_rows = x->size[x->ndim - 2];
     int64_t outer = numel / (n * inner);
     int64_t units = inner == 1 ? outer : outer * j.blocks, per = inner == 1 ? n : n * (inner < IB ? inner : IB);
     tc_parallel_for(units, per >= TC_PARALLEL_GRAIN ? 1 : TC_PARALLEL_GRAIN / per + 1, sm_range, &j);

@@ -13,7 +13,8 @@
  * (max, sum of exp, write), merging lanes in a fixed shared-memory tree; when dim is outer
  * to a contiguous dim, one thread takes a line so neighbouring threads read neighbouring
  * addresses. Each element is read and written by the same thread in the last pass, so the
- * in-place form (out = in) is safe.
+ * in-place form (out = in) is safe. A causal softmax (ops.def: i1, the last dim) walks row i
+ * of each (L, S) matrix over its first i + 1 elements only and stores 0 after them.
  * ops.cu gives a call to cuDNN first (dnn_softmax.cu) where dnn_select.h says cuDNN takes it
  * and torch.backends.cudnn.enabled is on; these kernels run every other call.
  * NOTE: the backward kernel is compiled with nvcc 13 but has never run on a GPU (docs/cuda.md).
@@ -51,6 +52,7 @@ __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
 struct sargs {
     int64_t nlines, n, xs, ys; /* lines, their length, strides along dim */
+    int64_t rows;              /* causal softmax: L, the rows of each (L, n) matrix; else 0 */
     int G;
     bool log;
 };
@@ -65,26 +67,30 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(const typename dt<DT>::S
     for (int64_t base = (int64_t)blockIdx.x * gpb; base < a.nlines; base += (int64_t)gridDim.x * gpb) {
         const int64_t li = base + (int64_t)threadIdx.x / G;
         const int64_t end = li < a.nlines ? a.n : 0; /* a dead lane walks nothing */
+        /* causal: line li is row li % rows of its matrix (the last dim is the line, so lines
+         * run row-major over the other dims); it keeps its first row + 1 elements */
+        const int64_t live = a.rows && li % a.rows + 1 < end ? li % a.rows + 1 : end;
         int64_t off[2];
         geo_offsets(lg, li < a.nlines ? li : 0, off);
         const typename dt<DT>::S *xp = x + off[0];
         typename dt<DT>::S *yp = y + off[1];
         C m = -INFINITY;
-        for (int64_t k = lane; k < end; k += G) {
+        for (int64_t k = lane; k < live; k += G) {
             C v = ld(xp + k * a.xs);
             m = v > m ? v : m;
         }
         m = group_red(sm, m, G, lane, op_max{});
         C s = 0;
-        for (int64_t k = lane; k < end; k += G) s += exp_c((C)ld(xp + k * a.xs) - m);
+        for (int64_t k = lane; k < live; k += G) s += exp_c((C)ld(xp + k * a.xs) - m);
         s = group_red(sm, s, G, lane, op_add{});
         if (a.log) {
             C shift = m + (C)log((double)s);
-            for (int64_t k = lane; k < end; k += G) st(yp + k * a.ys, (C)ld(xp + k * a.xs) - shift);
+            for (int64_t k = lane; k < live; k += G) st(yp + k * a.ys, (C)ld(xp + k * a.xs) - shift);
         } else {
             C inv = (C)1 / s;
-            for (int64_t k = lane; k < end; k += G) st(yp + k * a.ys, exp_c((C)ld(xp + k * a.xs) - m) * inv);
+            for (int64_t k = lane; k < live; k += G) st(yp + k * a.ys, exp_c((C)ld(xp + k * a.xs) - m) * inv);
         }
+        for (int64_t k = live + lane; k < end; k += G) st(yp + k * a.ys, (C)0);
     }
 }
 
@@ -226,6 +232,12 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
         strides_without(y, d, nullptr, lg.st[1]);
     }
     a.nlines = x.numel / a.n;
+    if (c->op == TC_OP_SOFTMAX && c->params.i[1]) { /* causal (ops.def) */
+        if (c->params.i[1] != 1 || x.ndim < 2 || d != x.ndim - 1)
+            return cu_fail(TC_ERR_ARG, "softmax: causal (i1 = %lld) needs 1 and the last dim of at least 2, got dim %d of %d",
+                           (long long)c->params.i[1], d, x.ndim);
+        a.rows = x.size[x.ndim - 2];
+    }
     geo_coalesce(lg);
     a.G = threads_per_line(a.xs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
     return with_dtype(d0, [&](auto tag) -> tc_status {

@@ -14,10 +14,13 @@ local raise = nn._raise
 local function isT(x) return torch.isTensor(x) end
 
 local sizestr = nn._describe   -- '3x4', 'empty', '{3x4, 2}'
+local CAUSAL = {causal = true} -- torch.softmax's option table, made once
 
 ---------------------------------------------------------------------------------------------
 -- nn.MultiheadAttention(embedDim, numHeads, [opts]); opts: dropout (0, on the attention
--- weights, training only), bias (true), batchFirst (false).
+-- weights, training only), bias (true), batchFirst (false), causal (false: true lets query i
+-- attend to keys 1..i only, PyTorch's is_causal, with no mask tensor: the softmax leaves the
+-- rest out), needWeights (true: false skips self.attnWeights, PyTorch's need_weights=False).
 --   in_proj_weight (3E x E) = [W_q; W_k; W_v], in_proj_bias (3E),
 --   out_proj_weight (E x E), out_proj_bias (E)   (PyTorch's out_proj.weight / .bias)
 --   attn = softmax(Q K^T / sqrt(E / numHeads) + masks) per head;  out = concat_h(attn V) W_o^T + b_o
@@ -27,7 +30,7 @@ local sizestr = nn._describe   -- '3x4', 'empty', '{3x4, 2}'
 --   keyPaddingMask (B, S): ByteTensor/BoolTensor, 1 = ignore that key; or float, added.
 --   attnMask (L, S) or (B*numHeads, L, S): ByteTensor, 1 = not allowed; or float, added.
 -- Output: (L, B, E) (or batch first); self.attnWeights = the weights averaged over heads,
--- (B, L, S), as PyTorch's need_weights. Byte masks get no gradient; a float mask is an
+-- (B, L, S), as PyTorch's need_weights (nil with needWeights = false). Byte masks get no gradient; a float mask is an
 -- input like any other (its gradInput is that of the scores it is added to).
 ---------------------------------------------------------------------------------------------
 local MHA, MHAParent = torch.class('nn.MultiheadAttention', 'nn.Module')
@@ -46,7 +49,13 @@ function MHA:__init(embedDim, numHeads, opts)
       raise('nn.MultiheadAttention: dropout must be a probability in [0, 1)')
    end
    self.embedDim, self.numHeads, self.headDim = embedDim, numHeads, embedDim / numHeads
+   for _, k in ipairs({'batchFirst', 'causal', 'needWeights'}) do
+      if opts[k] ~= nil and type(opts[k]) ~= 'boolean' then
+         raise(fmt('nn.MultiheadAttention: option %s must be true or false, got %s', k, tostring(opts[k])))
+      end
+   end
    self.dropout, self.batchFirst = dropout, opts.batchFirst or false
+   self.causal, self.needWeights = opts.causal or false, opts.needWeights ~= false
    self.bias = opts.bias ~= false
    self._paramNames = {'in_proj_weight', 'out_proj_weight'}
    if self.bias then
@@ -172,8 +181,9 @@ function MHA:updateOutput(input)
       local m = additive(kpm, scores):view(B, 1, 1, S)
       scores = torch.add(scores:view(B, nh, L, S), m):view(B * nh, L, S)
    end
-   local attn = torch.softmax(scores, 3)
-   self.attnWeights = attn:view(B, nh, L, S):mean(2):select(2, 1)
+   local attn = torch.softmax(scores, 3, self.causal and CAUSAL or nil)
+   -- a module saved before needWeights existed has none: true, as then
+   self.attnWeights = self.needWeights ~= false and attn:view(B, nh, L, S):mean(2):select(2, 1) or nil
    if self.dropout > 0 and self.train ~= false then
       local keep = 1 - self.dropout
       attn = torch.cmul(attn, attn.new():resizeAs(attn):bernoulli(keep):div(keep))
@@ -193,9 +203,9 @@ function MHA:clearState()
 end
 
 function MHA:__tostring__()
-   return fmt('%s(%d, %d heads%s%s%s)', torch.type(self), self.embedDim, self.numHeads,
+   return fmt('%s(%d, %d heads%s%s%s%s)', torch.type(self), self.embedDim, self.numHeads,
               self.bias and '' or ', without bias', self.batchFirst and ', batchFirst' or '',
-              self.dropout > 0 and fmt(', dropout %g', self.dropout) or '')
+              self.causal and ', causal' or '', self.dropout > 0 and fmt(', dropout %g', self.dropout) or '')
 end
 
 ---------------------------------------------------------------------------------------------

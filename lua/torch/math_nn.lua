@@ -15,8 +15,10 @@
 --   torch.avg_pool2d(input, kernel [, stride=kernel, padding=0, ceil_mode=false,
 --       count_include_pad=true])
 --   torch.adaptive_avg_pool2d(input, size), torch.adaptive_max_pool2d(input, size) -> out[, idx]
---   torch.softmax(x [, dim]), torch.log_softmax(x [, dim]) and x:softmax(dim),
---       x:log_softmax(dim); dim defaults to the last one.
+--   torch.softmax(x [, dim [, {causal = true}]]), torch.log_softmax(x [, dim]) and
+--       x:softmax(dim), x:log_softmax(dim); dim defaults to the last one. causal: the last
+--       dim only; in each trailing (L, S) matrix row i keeps elements j <= i, the rest are 0
+--       (attention's causal mask, without making it).
 --   torch._softmax_backward_data(gradOutput, output [, dim]),
 --   torch._log_softmax_backward_data(gradOutput, output [, dim]): their input gradients.
 local torch = ...
@@ -212,24 +214,44 @@ end
 -- Softmax
 ---------------------------------------------------------------------------------------------
 
-local function softmax_into(op, name, x, dim, level)
+-- causal (softmax only): row i of each trailing (L, S) matrix keeps elements j <= i, the
+-- others come out 0 (core/ops.def: softmax's i1).
+local function softmax_into(op, name, x, dim, level, causal)
    local nd = x.p.ndim
    local d = dim == nil and math.max(nd - 1, 0) or M.dim0(x, dim, name, level + 1)
-   P.i[0] = d
+   if causal and (nd < 2 or d ~= nd - 1) then
+      argerror(name, string.format('causal needs the last dim of a tensor of at least 2 dims, got dim %d of a %dD tensor %s',
+                                   d + 1, nd, M.size_str(x)), level + 1)
+   end
+   P.i[0], P.i[1] = d, causal and 1 or 0
    IN[0] = x.p
    local r = run(op, 1, nil, level + 1)
    return r
 end
 
--- torch.softmax / x:softmax and torch.log_softmax / x:log_softmax: one function each.
-for name, op in pairs({softmax = C.TC_OP_SOFTMAX, log_softmax = C.TC_OP_LOG_SOFTMAX}) do
-   local function f(x, dim)
-      tp(x, name)
-      local r = softmax_into(op, name, x, dim, 2)
-      return r
+-- torch.softmax / x:softmax(dim [, {causal = true}]) and torch.log_softmax / x:log_softmax.
+local function softmax(x, dim, opts)
+   tp(x, 'softmax')
+   local causal = false
+   if opts ~= nil then
+      if type(opts) ~= 'table' then
+         argerror('softmax', 'expected an options table {causal = true|false}, got ' .. describe(opts), 2)
+      end
+      for k in pairs(opts) do
+         if k ~= 'causal' then argerror('softmax', 'unknown option ' .. tostring(k) .. ' (known: causal)', 2) end
+      end
+      causal = opts.causal == true
    end
-   torch[name], methods[name] = f, f
+   local r = softmax_into(C.TC_OP_SOFTMAX, 'softmax', x, dim, 2, causal)
+   return r
 end
+local function log_softmax(x, dim)
+   tp(x, 'log_softmax')
+   local r = softmax_into(C.TC_OP_LOG_SOFTMAX, 'log_softmax', x, dim, 2, false)
+   return r
+end
+torch.softmax, methods.softmax = softmax, softmax
+torch.log_softmax, methods.log_softmax = log_softmax, log_softmax
 
 -- torch._softmax_backward_data(gradOutput, output [, dim]) and
 -- torch._log_softmax_backward_data: the input gradient of softmax / log_softmax from the

@@ -76,6 +76,11 @@ TEST(cuda_dnn_select_softmax_rules)
     /* the switch, the op, the dtype */
     CHECK(sm_pick(TC_OP_SOFTMAX, x, y, 1, false, NULL) == CU_DNN_OFF);
     CHECK(sm_pick(TC_OP_EXP, x, y, 1, true, NULL) == CU_DNN_OP);
+    /* the causal softmax (i1) has no cuDNN form; log_softmax ignores i1 */
+    tc_cuda_call cc = call1(TC_OP_SOFTMAX, &x, y, P(.i = {2, 1}));
+    CHECK(cu_dnn_softmax_pick(true, &cc, &p) == CU_DNN_OP);
+    cc = call1(TC_OP_LOG_SOFTMAX, &x, y, P(.i = {2, 1}));
+    CHECK(cu_dnn_softmax_pick(true, &cc, &p) == CU_DNN_TAKE);
     tc_cuda_view xi = x, yi = y;
     xi.dtype = yi.dtype = TC_I64;
     CHECK(sm_pick(TC_OP_SOFTMAX, xi, yi, 1, true, NULL) == CU_DNN_DTYPE);

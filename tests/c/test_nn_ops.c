@@ -3,7 +3,8 @@
  * finite-difference checks of every rule in rules_nn.c (float64), a naive reference
  * convolution on both CPU paths (chunked small products and OpenBLAS-threaded large ones),
  * the adjoint identities tying the three conv ops together, thread-count independence,
- * strided operands and results, half precision, and bad input for every op.
+ * strided operands and results, half precision, the causal softmax against an explicit
+ * -inf mask, and bad input for every op.
  * (PyTorch goldens for all of them are in tests/golden/ops.golden.) */
 #include "ctest.h"
 #include "gradcheck.h"
@@ -98,6 +99,10 @@ TEST(nn_rules_pool_softmax)
     }
     GC(SOFTMAX_BACKWARD, P(.i = {0}), R(0, NULL), R(0, NULL));
     GC(LOG_SOFTMAX_BACKWARD, P(.i = {0}), R(0, NULL), R(0, NULL));
+    /* causal softmax (i1): square, wide and tall trailing matrices, a strided input */
+    GC(SOFTMAX, P(.i = {2, 1}), s);
+    GC(SOFTMAX, P(.i = {-1, 1}), R(2, SZ(5, 3)));
+    GC(SOFTMAX, P(.i = {-1, 1}), ct_keep(ct_transposed(R(3, SZ(2, 4, 4)), 1, 2)));
     ct_drop();
 }
 
@@ -229,6 +234,55 @@ TEST(nn_ops_strided_results_and_half)
     ct_drop();
 }
 
+/* The causal softmax (i1) is softmax with -inf added above each trailing matrix's diagonal:
+ * float64 and float32 (several sum lanes), a strided input, float16 (computed in float32),
+ * leading dims, wide and tall matrices; the masked entries are exactly 0. */
+static tc_tensor *masked_above_diagonal(const tc_tensor *x)
+{
+    tc_tensor *m = NULL;
+    if (tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){x}, 1, P(.i = {-1}), &m, 1)) return NULL;
+    int64_t L = x->size[x->ndim - 2], S = x->size[x->ndim - 1], n = tc_tensor_numel(x);
+    double *d = (double *)tc_base(m); /* a new contiguous float64 tensor */
+    for (int64_t k = 0; k < n; k++)
+        if (k % S > (k / S) % L) d[k] = -INFINITY;
+    return ct_keep(m);
+}
+
+TEST(nn_ops_causal_softmax)
+{
+    const int64_t *shapes[] = {SZ(2, 3, 7, 7), SZ(5, 40), SZ(40, 5), SZ(1, 1)};
+    const int nds[] = {4, 2, 2, 2};
+    for (int c = 0; c < 4; c++) {
+        tc_tensor *x = R(nds[c], shapes[c]);
+        tc_tensor *want = run(TC_OP_SOFTMAX, masked_above_diagonal(x), NULL, NULL, 1, P(.i = {-1}));
+        tc_tensor *y = run(TC_OP_SOFTMAX, x, NULL, NULL, 1, P(.i = {-1, 1}));
+        CHECK(close_all(y, want, 1e-15));
+        int64_t L = x->size[x->ndim - 2], S = x->size[x->ndim - 1];
+        for (int64_t k = 0; y && k < tc_tensor_numel(y); k++)
+            if (k % S > (k / S) % L && ct_at(y, k) != 0) {
+                CHECK(!"masked entries are 0");
+                break;
+            }
+        for (int dt = 0; dt < 2; dt++) { /* float32, float16: within their rounding of the f64 result */
+            tc_tensor *xl = NULL;
+            CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){x}, 1, P(.i = {dt ? TC_F16 : TC_F32}), &xl, 1));
+            ct_keep(xl);
+            tc_tensor *yl = run(TC_OP_SOFTMAX, xl, NULL, NULL, 1, P(.i = {nds[c] - 1, 1}));
+            CHECK(yl && yl->dtype == xl->dtype);
+            for (int64_t k = 0; yl && k < tc_tensor_numel(yl); k++)
+                if (fabs(ct_at(yl, k) - ct_at(want, k)) > (dt ? 1e-3 : 1e-6)) {
+                    CHECK(!"float32 / float16 causal softmax matches float64");
+                    break;
+                }
+        }
+    }
+    /* a transposed input: the rows are its own, not its memory's */
+    tc_tensor *xt = ct_keep(ct_transposed(R(3, SZ(2, 6, 4)), 1, 2));
+    CHECK(close_all(run(TC_OP_SOFTMAX, xt, NULL, NULL, 1, P(.i = {2, 1})),
+                    run(TC_OP_SOFTMAX, masked_above_diagonal(xt), NULL, NULL, 1, P(.i = {2})), 1e-15));
+    ct_drop();
+}
+
 /* ---- bad input ---------------------------------------------------------------------------------------- */
 
 TEST(nn_ops_bad_input)
@@ -298,6 +352,15 @@ TEST(nn_ops_bad_input)
               "adaptive_avg_pool2d_backward: gradOutput must be 3-D to 4-D");
     CHECK_ERR(POOL(SOFTMAX, x, P(.i = {4}), 1), TC_ERR_INDEX, "softmax: dim 4 out of range");
     CHECK_ERR(POOL(LOG_SOFTMAX, x, P(.i = {-5}), 1), TC_ERR_INDEX, "log_softmax: dim -5 out of range");
+    CHECK_ERR(POOL(SOFTMAX, x, P(.i = {3, 2}), 1), TC_ERR_ARG, "softmax: causal (i1) must be 0 or 1, got 2");
+    CHECK_ERR(POOL(SOFTMAX, x, P(.i = {2, 1}), 1), TC_ERR_SHAPE,
+              "softmax: causal needs the last dim of an input of at least 2 dims, got dim 2 of (2,3,5,5)");
+    CHECK_ERR(POOL(SOFTMAX, R(1, SZ(4)), P(.i = {0, 1}), 1), TC_ERR_SHAPE,
+              "softmax: causal needs the last dim of an input of at least 2 dims, got dim 0 of (4)");
+    CHECK(o2[0] == NULL);
+    CHECK_OK(POOL(LOG_SOFTMAX, R(1, SZ(4)), P(.i = {0, 1}), 1)); /* log_softmax reads no i1 */
+    ct_keep(o2[0]);
+    o2[0] = NULL;
     CHECK(o2[0] == NULL && o2[1] == NULL);
 
     /* a rule handed a gradient of the wrong size refuses it */

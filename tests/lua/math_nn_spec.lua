@@ -252,6 +252,33 @@ describe('softmax and log_softmax', function()
          torch._softmax_backward_data(g, y, 3)
       end)
    end)
+   it('causal: the -inf mask above the diagonal of each trailing matrix, without one', function()
+      local x = seq(torch.sin, 2, 3, 5) * 3
+      local mask = torch.zeros(3, 5)
+      for i = 1, 3 do mask[i]:narrow(1, i + 1, 5 - i):fill(-math.huge) end
+      local want = torch.softmax(x + mask:view(1, 3, 5):expandAs(x), 3)
+      local y = torch.softmax(x, 3, {causal = true})
+      near(y, want:view(-1):totable(), 1e-15)
+      assert.are.equal(0, y[2][1][2])
+      near(x:softmax(-1, {causal = true}), want:view(-1):totable(), 1e-15)
+      near(torch.softmax(x, 3, {causal = false}), torch.softmax(x, 3):view(-1):totable(), 0)
+      -- gradients: autograd's, and the backward op on y needs no flag
+      local g = seq(torch.cos, 2, 3, 5)
+      local xr, xm = x:clone():requires_grad_(true), x:clone():requires_grad_(true)
+      torch.softmax(xr, 3, {causal = true}):backward(g)
+      torch.softmax(xm + mask:view(1, 3, 5):expandAs(x), 3):backward(g)
+      near(xr.grad, xm.grad:view(-1):totable(), 1e-15)
+      assert.are.equal(0, xr.grad[1][1][3])
+      near(torch._softmax_backward_data(g, y), xr.grad:view(-1):totable(), 0)
+      U.expect_error('softmax: causal needs the last dim of a tensor of at least 2 dims, got dim 2 of a 3D tensor [2x3x5]',
+                     function() torch.softmax(x, 2, {causal = true}) end)
+      U.expect_error('softmax: causal needs the last dim of a tensor of at least 2 dims, got dim 1 of a 1D tensor [4]',
+                     function() torch.softmax(torch.randn(4), 1, {causal = true}) end)
+      U.expect_error('softmax: unknown option casual (known: causal)',
+                     function() torch.softmax(x, 3, {casual = true}) end)
+      U.expect_error('softmax: expected an options table {causal = true|false}, got',
+                     function() torch.softmax(x, 3, true) end)
+   end)
    it('report a bad dim at the caller line', function()
       U.expect_error('softmax: dim 3 out of range for a 2D tensor [2x4]', function() torch.softmax(s, 3) end)
       U.expect_error('log_softmax: dim 0 out of range', function() s:log_softmax(0) end)

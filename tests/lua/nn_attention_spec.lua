@@ -55,6 +55,40 @@ describe('nn.MultiheadAttention', function()
       near(f:forward(x:float()):double(), m:forward(x), 1e-5)
    end)
 
+   it('causal = true is the -inf mask above the diagonal, without one; needWeights = false', function()
+      for _, bf in ipairs({false, true}) do
+         local m = nn.MultiheadAttention(6, 3, {batchFirst = bf})
+         local c = nn.MultiheadAttention(6, 3, {batchFirst = bf, causal = true, needWeights = false})
+         for _, n in ipairs(m._paramNames) do c[n]:copy(m[n]) end
+         local x = bf and torch.randn(2, 5, 6) or torch.randn(5, 2, 6)
+         local mask = torch.zeros(5, 5)
+         for i = 1, 4 do mask[i]:narrow(1, i + 1, 5 - i):fill(-math.huge) end
+         local xm, xc = x:clone():requires_grad_(true), x:clone():requires_grad_(true)
+         local g = torch.randn(x:size())
+         local want = m:forward({xm, xm, xm, false, mask})
+         near(c:forward(xc), want, 1e-14)
+         assert.is_nil(c.attnWeights)
+         torch.autograd.backward({want}, {g})
+         torch.autograd.backward({c.output}, {g})
+         near(xc.grad, xm.grad, 1e-13)
+         -- with a key padding mask as well: both masks apply
+         local kpm = torch.ByteTensor(2, 5):zero()
+         kpm[2][1] = 1 -- batch 2 ignores key 1: its query 1 then sees no key (NaN both ways)
+         kpm[1][3] = 1
+         local w = m:forward({x, x, x, kpm, mask})
+         local o = c:forward({x, x, x, kpm})
+         near(o:narrow(bf and 1 or 2, 1, 1), w:narrow(bf and 1 or 2, 1, 1), 1e-14)
+      end
+      local c = nn.MultiheadAttention(4, 2, {causal = true})
+      assert.are.equal('nn.MultiheadAttention(4, 2 heads, causal)', tostring(c))
+      c:forward(torch.randn(3, 2, 4))
+      assert.are.same({2, 3, 3}, c.attnWeights:size():totable())   -- needWeights: true by default
+      assert.are.equal(0, c.attnWeights[1][1][2])
+      H.checkModule(c, torch.randn(3, 2, 4))
+      U.expect_error('nn.MultiheadAttention: option causal must be true or false, got 1',
+                     function() nn.MultiheadAttention(4, 2, {causal = 1}) end)
+   end)
+
    it('passes checkModule (finite differences and the contract)', function()
       H.checkModule(nn.MultiheadAttention(4, 2), {torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4)})
       local kpm = torch.ByteTensor(2, 3):zero()

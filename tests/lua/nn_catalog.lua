@@ -98,7 +98,8 @@ local modules = {
    MixtureTable = function() return nn.MixtureTable(), {torch.softmax(R(3, 2), 2), pair(3, 4)} end,
    Mul = function() return nn.Mul(), R(3, 4) end,
    MulConstant = function() return nn.MulConstant(3), R(3, 4) end,
-   MultiheadAttention = function() return nn.MultiheadAttention(4, 2), R(3, 2, 4) end,
+   -- causal: its own softmax path (nn_attention_spec checks the plain one against PyTorch)
+   MultiheadAttention = function() return nn.MultiheadAttention(4, 2, {causal = true}), R(3, 2, 4) end,
    Narrow = function() return nn.Narrow(2, 2, 2), R(3, 4) end,
    NarrowTable = function() return nn.NarrowTable(1, 2), {R(2), R(3), R(4)} end,
    Normalize = function() return nn.Normalize(2), R(3, 4) end,
