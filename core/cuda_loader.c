@@ -196,6 +196,15 @@ tc_status tc_cuda_backend_status(const tc_cuda_api *api, tc_status s)
     return tc_set_error(s, "%s", m && *m ? m : "cuda: backend call failed without a message");
 }
 
+tc_status tc_cuda_device_properties(int dev, tc_cuda_device_props *out)
+{
+    const tc_cuda_api *api;
+    if (!out) return tc_set_error(TC_ERR_ARG, "cuda device_properties: NULL result");
+    memset(out, 0, sizeof *out);
+    tc_status s = tc_cuda_need("device_properties", dev, &api);
+    return s ? s : tc_cuda_backend_status(api, api->device_properties(dev, out));
+}
+
 tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out)
 {
     const tc_cuda_api *api;

@@ -303,8 +303,18 @@ typedef struct tc_cuda_memstats {
     int64_t oom_retries;   /* times the cache was emptied to retry a refused segment */
     int64_t ooms;          /* allocations that failed even after that */
 } tc_cuda_memstats;
+/* What the driver says of one device (cudaGetDeviceProperties): cutorch's
+ * getDeviceProperties, PyTorch's get_device_properties / get_device_capability. */
+typedef struct tc_cuda_device_props {
+    char name[256];       /* "NVIDIA H100 80GB HBM3" */
+    int32_t major, minor; /* compute capability */
+    int32_t multiprocessors, warp_size, max_threads_per_block;
+    int64_t total_memory;            /* bytes of device memory */
+    int64_t shared_memory_per_block; /* bytes */
+} tc_cuda_device_props;
 /* The entry points below fail with TC_ERR_DEVICE and the reason when CUDA is unavailable,
  * and TC_ERR_ARG for a device ordinal outside 0..count-1. */
+tc_status tc_cuda_device_properties(int dev, tc_cuda_device_props *out);
 tc_status tc_cuda_memory_stats(int dev, tc_cuda_memstats *out);
 /* Hands dev's cached, unused device memory back to the driver (dev -1: every device). */
 tc_status tc_cuda_empty_cache(int dev);

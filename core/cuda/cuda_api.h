@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define TC_CUDA_API_VERSION 6
+#define TC_CUDA_API_VERSION 7
 
 /* ---- ops on device tensors (version 3) ------------------------------------------------ */
 
@@ -232,6 +232,10 @@ typedef struct tc_cuda_api {
      * stream or event synchronize, copy_d2h): it does not wait for running kernels itself.
      * Refused while this thread captures on dev (it reads device memory on the host). */
     tc_status (*devcheck_take)(int dev, tc_cuda_devcheck *out);
+
+    /* ---- version 7 ---------------------------------------------------------------------- */
+    /* The device's properties (tocha.h's tc_cuda_device_props), as the driver reports them. */
+    tc_status (*device_properties)(int dev, tc_cuda_device_props *out);
 } tc_cuda_api;
 
 /* The backend's one exported symbol. The table is static: never freed. libtocha never

@@ -95,6 +95,22 @@ static tc_status device_name(int dev, char *name, size_t cap)
     return TC_OK;
 }
 
+static tc_status device_properties(int dev, tc_cuda_device_props *out)
+{
+    if (!out) return cu_fail(TC_ERR_ARG, "cuda: device_properties: NULL result");
+    memset(out, 0, sizeof *out);
+    cudaDeviceProp prop;
+    tc_status s = cu_check(cudaGetDeviceProperties(&prop, dev), "cuda: device properties");
+    if (s) return s;
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    out->major = prop.major, out->minor = prop.minor;
+    out->multiprocessors = prop.multiProcessorCount, out->warp_size = prop.warpSize;
+    out->max_threads_per_block = prop.maxThreadsPerBlock;
+    out->total_memory = (int64_t)prop.totalGlobalMem;
+    out->shared_memory_per_block = (int64_t)prop.sharedMemPerBlock;
+    return TC_OK;
+}
+
 /* ---- can the device run this library's kernels? ------------------------------------------ */
 
 /* What the Makefile built (CUDA_SASS, CUDA_PTX): machine code for these architectures, and
@@ -415,6 +431,7 @@ static const tc_cuda_api g_api = {
     cu_graph_destroy,
     cu_is_capturing,
     cu_devcheck_take,
+    device_properties,
 };
 
 extern "C" __attribute__((visibility("default"))) const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

@@ -1,5 +1,6 @@
 -- torch/cuda.lua -- torch.cuda: whether the CUDA backend can be used, how many devices, which
--- one is selected, and the caching allocator's memory statistics.
+-- one is selected, what each is (name, compute capability, memory), and the caching
+-- allocator's memory statistics.
 --
 -- The backend is a separate library (libtocha_cuda.so) that libtocha loads on first use;
 -- on a machine without it, or without a driver or a GPU, isAvailable() returns false and
@@ -105,6 +106,56 @@ function cuda.getDevice()
    need('getDevice', 2)
    check(C.tc_cuda_current_device(current), 2)
    return current[0] + 1
+end
+
+---------------------------------------------------------------------------------------------
+-- Device properties (what the driver reports)
+---------------------------------------------------------------------------------------------
+
+local props = ffi.new('tc_cuda_device_props')
+
+local function properties(dev, level)
+   check(C.tc_cuda_device_properties(dev, props), level + 1)
+   return props
+end
+
+-- PyTorch: a table {name, major, minor, total_memory, multi_processor_count} for device
+-- (0-based; default the selected one).
+function cuda.get_device_properties(device)
+   local p = properties(device_arg('get_device_properties', device, 2), 2)
+   return {name = ffi.string(p.name), major = p.major, minor = p.minor, total_memory = tonumber(p.total_memory),
+           multi_processor_count = p.multiprocessors}
+end
+
+function cuda.get_device_name(device)
+   return ffi.string(properties(device_arg('get_device_name', device, 2), 2).name)
+end
+
+-- major, minor (PyTorch returns them as a tuple)
+function cuda.get_device_capability(device)
+   local p = properties(device_arg('get_device_capability', device, 2), 2)
+   return p.major, p.minor
+end
+
+-- cutorch: getDeviceProperties(device), 1-based (default the selected one), with
+-- cudaDeviceProp's names: name, major, minor, totalGlobalMem, multiProcessorCount,
+-- warpSize, maxThreadsPerBlock, sharedMemPerBlock.
+function cuda.getDeviceProperties(device)
+   need('getDeviceProperties', 2)
+   local dev
+   if device == nil then
+      check(C.tc_cuda_current_device(current), 2)
+      dev = current[0]
+   elseif type(device) ~= 'number' or device % 1 ~= 0 or device < 1 or device > cuda.deviceCount() then
+      error(('torch.cuda.getDeviceProperties: no device %s (devices are 1..%d, as in cutorch)'):format(
+         tostring(device), cuda.deviceCount()), 2)
+   else
+      dev = device - 1
+   end
+   local p = properties(dev, 2)
+   return {name = ffi.string(p.name), major = p.major, minor = p.minor, totalGlobalMem = tonumber(p.total_memory),
+           multiProcessorCount = p.multiprocessors, warpSize = p.warp_size,
+           maxThreadsPerBlock = p.max_threads_per_block, sharedMemPerBlock = tonumber(p.shared_memory_per_block)}
 end
 
 ---------------------------------------------------------------------------------------------

@@ -253,6 +253,19 @@ static tc_status device_name(int dev, char *name, size_t cap)
     return s;
 }
 
+/* a compute capability 9.0 device (the machines the backend is built for) of host memory */
+static tc_status device_properties(int dev, tc_cuda_device_props *out)
+{
+    if (!out) return mock_fail(TC_ERR_ARG, "cuda: device_properties: NULL result");
+    memset(out, 0, sizeof *out);
+    tc_status s = device_name(dev, out->name, sizeof out->name);
+    if (s) return s;
+    out->major = 9, out->minor = 0, out->multiprocessors = 1, out->warp_size = 32;
+    out->max_threads_per_block = 1024, out->total_memory = (int64_t)g_capacity;
+    out->shared_memory_per_block = 48 * 1024;
+    return TC_OK;
+}
+
 static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 {
     if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: alloc: NULL result");
@@ -766,6 +779,7 @@ static const tc_cuda_api g_api = {
     graph_destroy,
     is_capturing,
     mock_devcheck_take,
+    device_properties,
 };
 
 EXPORT const tc_cuda_api *tc_cuda_entry(void) { return &g_api; }

@@ -248,6 +248,7 @@ TEST(cuda_entry_points_without_device)
 {
     char why[1024];
     tc_cuda_memstats st;
+    tc_cuda_device_props pr = {.major = 1};
     void *p = (void *)1;
     int dev = -7;
     if (!tc_cuda_available(why, sizeof why)) {
@@ -255,6 +256,8 @@ TEST(cuda_entry_points_without_device)
         snprintf(want, sizeof want, "CUDA unavailable: %s", why);
         CHECK_ERR(tc_cuda_memory_stats(0, &st), TC_ERR_DEVICE, want);
         CHECK(strstr(tc_last_error(), "cuda memory_stats: ") == tc_last_error());
+        CHECK_ERR(tc_cuda_device_properties(0, &pr), TC_ERR_DEVICE, want);
+        CHECK(pr.name[0] == 0 && pr.major == 0);
         CHECK_ERR(tc_cuda_empty_cache(0), TC_ERR_DEVICE, want);
         CHECK_ERR(tc_cuda_empty_cache(-1), TC_ERR_DEVICE, want);
         CHECK_ERR(tc_cuda_reset_peak_stats(0), TC_ERR_DEVICE, want);
@@ -267,11 +270,13 @@ TEST(cuda_entry_points_without_device)
     } else {
         int n = tc_cuda_device_count();
         CHECK_ERR(tc_cuda_memory_stats(n, &st), TC_ERR_ARG, "no device");
+        CHECK_ERR(tc_cuda_device_properties(n, &pr), TC_ERR_ARG, "cuda device_properties: no device");
         CHECK_ERR(tc_cuda_set_device(-1), TC_ERR_ARG, "cuda set_device: no device -1");
         CHECK_OK(tc_cuda_current_device(&dev));
         CHECK(dev == 0);
     }
     CHECK_ERR(tc_cuda_memory_stats(0, NULL), TC_ERR_ARG, "NULL result");
+    CHECK_ERR(tc_cuda_device_properties(0, NULL), TC_ERR_ARG, "cuda device_properties: NULL result");
     CHECK_ERR(tc_cuda_alloc(0, 16, NULL), TC_ERR_ARG, "NULL result");
 }
 
@@ -305,6 +310,10 @@ TEST(cuda_mock_backend_table)
     char name[128];
     CHECK(api->device_name(1, name, sizeof name) == TC_OK);
     CHECK(strcmp(name, "tocha mock CUDA device 1 (host memory, 67108864 bytes)") == 0);
+    tc_cuda_device_props pr;
+    CHECK(api->device_properties(1, &pr) == TC_OK && strcmp(pr.name, name) == 0);
+    CHECK(pr.major == 9 && pr.minor == 0 && pr.total_memory == 67108864 && pr.warp_size == 32);
+    CHECK(api->device_properties(2, &pr) == TC_ERR_ARG && pr.name[0] == 0);
 
     /* memory, copies and one kernel */
     const size_t MB = (size_t)1 << 20;
@@ -484,7 +493,12 @@ TEST(cuda_ew_matches_cpu)
     CHECK_OK(tc_cuda_api_get(&api));
     char name[256];
     CHECK(api->device_name(0, name, sizeof name) == TC_OK && name[0]);
-    printf("  cuda device 0: %s (%d device(s))\n", name, tc_cuda_device_count());
+    tc_cuda_device_props pr;
+    CHECK_OK(tc_cuda_device_properties(0, &pr));
+    CHECK(strcmp(pr.name, name) == 0 && pr.major >= 5 && pr.total_memory > 0 && pr.multiprocessors > 0);
+    printf("  cuda device 0: %s, compute capability %d.%d, %d multiprocessors, %.1f GiB (%d device(s))\n", name,
+           (int)pr.major, (int)pr.minor, (int)pr.multiprocessors, (double)pr.total_memory / (1 << 30),
+           tc_cuda_device_count());
 
     /* Float formulas may differ from glibc by an ulp or two (CUDA's documented bounds);
      * half types round the same float result, so they agree to half precision. */

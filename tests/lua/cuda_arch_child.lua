@@ -5,6 +5,8 @@ require 'torch'
 local H = require 'cuda_child_helper'
 
 H.put('available', torch.cuda.isAvailable())
+-- what the device is can be asked before (and whether or not) it runs our kernels
+H.put('capability', table.concat({torch.cuda.get_device_capability(1)}, '.'))
 local x = torch.Tensor({1, -2, 3})
 H.put('to_device', H.err(function() local y = x:cuda(); H.put('y', y) end))
 -- asked again: the refusal is not remembered as a success, nor does it stick to the CPU

@@ -82,6 +82,10 @@ describe('torch.cuda', function()
          getDevice = function() local r = torch.cuda.getDevice(); return r end,
          set_device = function() torch.cuda.set_device(0) end,
          current_device = function() local r = torch.cuda.current_device(); return r end,
+         get_device_properties = function() local r = torch.cuda.get_device_properties(); return r end,
+         get_device_name = function() local r = torch.cuda.get_device_name(0); return r end,
+         get_device_capability = function() local r = torch.cuda.get_device_capability(); return r end,
+         getDeviceProperties = function() local r = torch.cuda.getDeviceProperties(1); return r end,
       }
       for name, f in pairs(calls) do
          local okc, err = pcall(f)
@@ -151,6 +155,7 @@ describe('torch.cuda', function()
          if not (have and sass) then return pending('the CUDA emulator is not built here') end
          local got = run('TOCHA_CUDA_EMU_CC=5.0')
          assert.are.equal('true', got.available) -- the device is there; it cannot run our code
+         assert.are.equal('5.0', got.capability)
          local why = "cannot run libtocha_cuda.so's kernels: it holds machine code for " .. machine_code()
             .. ' and PTX for compute capability ' .. math.floor(ptx / 10) .. '.' .. ptx % 10 .. ' and later; build '
             .. 'machine code for this GPU with make CUDA_SASS=50 (nvcc must support sm_50) '
@@ -170,6 +175,7 @@ describe('torch.cuda', function()
          while has_sass(cc) do cc = cc + 1 end -- the oldest GPU that needs the PTX
          local cc_env = 'TOCHA_CUDA_EMU_CC=' .. math.floor(cc / 10) .. '.' .. cc % 10
          local got = run(cc_env)
+         assert.are.equal(math.floor(cc / 10) .. '.' .. cc % 10, got.capability)
          assert.are.equal('nil', got.to_device) -- no error
          assert.are.equal('12', got.sum)
          -- a driver older than the toolkit cannot compile the PTX
@@ -255,6 +261,18 @@ describe('torch.cuda', function()
          assert.are.equal(at('cuda.set_device(5)') .. 'cuda set_device: no device 5 (2 devices)', got.set_device5)
          assert.are.equal(at('cuda.memory_stats(7)') .. 'cuda memory_stats: no device 7 (2 devices)',
             got.stats_bad_device)
+      end)
+
+      it('says what each device is (PyTorch and cutorch names)', function()
+         local name = 'tocha mock CUDA device %d (host memory, 67108864 bytes)'
+         assert.are.equal(name:format(1) .. '|9.0|67108864|1', got.props) -- the selected device
+         assert.are.equal(name:format(0) .. '|9.0|67108864|1|32|1024|49152', got.props_cutorch) -- 1-based
+         assert.are.equal(name:format(0), got.device_name)
+         assert.are.equal('9.0', got.capability)
+         assert.are.equal(at('cuda.get_device_properties(2)') .. 'cuda device_properties: no device 2 (2 devices)',
+            got.props_bad_device)
+         assert.are.equal(at('cuda.getDeviceProperties(0)') .. 'torch.cuda.getDeviceProperties: no device 0 '
+            .. '(devices are 1..2, as in cutorch)', got.props_bad_cutorch)
       end)
    end)
 end)
