@@ -298,3 +298,108 @@ function torch.batch_norm(input, weight, bias, running_mean, running_var, traini
    P.s[0], P.i[0] = eps or 1e-5, train and 1 or 0
    return run2(C.TC_OP_BATCH_NORM, 5, nil, nil, 2)
 end
+
+---------------------------------------------------------------------------------------------
+-- Attention
+---------------------------------------------------------------------------------------------
+
+-- torch.scaledDotProductAttention(query, key, value [, opts]) -> output, weights:
+-- PyTorch's F.scaled_dot_product_attention, softmax(query key^T * scale + mask) value over the
+-- last two dims. query (..., L, E), key (..., S, E), value (..., S, Ev), the same leading
+-- dims (any number, none included) -> output (..., L, Ev); weights (..., L, S) are the
+-- softmax's (after dropout), which PyTorch does not return. opts:
+--   scale   (1 / sqrt(E)), applied to query before the product (as nn.MultiheadAttention);
+--   causal  (false): query i attends to keys 1..i only (top-left aligned, PyTorch's
+--           is_causal), through the causal softmax: no mask tensor is made;
+--   mask    (L, S) or (..., L, S): a float mask is added to the scores; a Bool/ByteTensor
+--           says which keys each query attends to (true / nonzero = attend: PyTorch's
+--           convention for this function, the opposite of nn.MultiheadAttention's masks);
+--   dropout (0): zeroes each weight with this probability and scales the rest by 1/(1-p);
+--           as PyTorch's dropout_p it applies whenever given (there is no training flag).
+-- Made of ordinary differentiable ops (two batched products around a softmax), so autograd,
+-- graph mode, autocast and the GPU follow.
+local SDPA = 'scaledDotProductAttention'
+local SDPA_OPTS = {scale = 'number', causal = 'boolean', mask = 'tensor', dropout = 'number'}
+local CAUSAL = {causal = true}
+
+local function sdpa_mask(m, lead, N, L, S, like)
+   local nd = m:dim()
+   local ok = nd == 2 or nd == #lead + 2
+   for d = 1, nd - 2 do ok = ok and m:size(d) == lead[d] end
+   if not ok or m:size(nd - 1) ~= L or m:size(nd) ~= S then
+      local want = #lead > 0 and ('%dx%d or %sx%dx%d'):format(L, S, table.concat(lead, 'x'), L, S) or
+         ('%dx%d'):format(L, S)
+      return nil, ('expected mask of size %s, got %s'):format(want, describe(m))
+   end
+   local tn = torch.type(m)
+   local f = m
+   if tn == 'torch.BoolTensor' or tn == 'torch.ByteTensor' then
+      f = like.new():resize(m:size()):zero()
+      f:maskedFill(m:eq(0), -math.huge) -- not attended: -inf
+   elseif not torch._is_float_dtype[m.p.dtype] then
+      return nil, 'expected a float, Bool or Byte mask, got ' .. tn
+   end
+   if nd == 2 then return f:view(1, L, S):expand(N, L, S) end
+   return f:contiguous():view(N, L, S)
+end
+
+local function attend(q, k, v, opts, lead, N, L, S, E, Ev)
+   local q3 = q:contiguous():view(N, L, E)
+   local k3 = k:contiguous():view(N, S, E)
+   local v3 = v:contiguous():view(N, S, Ev)
+   local scores = torch.bmm(torch.mul(q3, opts.scale or 1 / math.sqrt(E)), k3:transpose(2, 3))
+   if opts.mask ~= nil then
+      local m, why = sdpa_mask(opts.mask, lead, N, L, S, scores)
+      if not m then error(why, 0) end
+      scores = torch.add(scores, m:typeAs(scores))
+   end
+   local w = torch.softmax(scores, 3, opts.causal and CAUSAL or nil)
+   local p = opts.dropout or 0
+   if p > 0 then w = torch.cmul(w, w.new():resizeAs(w):bernoulli(1 - p):div(1 - p)) end
+   local out = torch.bmm(w, v3)
+   lead[#lead + 1] = L
+   local osz, wsz = {unpack(lead)}, {unpack(lead)}
+   osz[#osz + 1], wsz[#wsz + 1] = Ev, S
+   return out:view(torch.LongStorage(osz)), w:view(torch.LongStorage(wsz))
+end
+
+function torch.scaledDotProductAttention(query, key, value, opts)
+   tp(query, SDPA); tp(key, SDPA); tp(value, SDPA)
+   opts = opts or {}
+   if type(opts) ~= 'table' then argerror(SDPA, 'expected an options table, got ' .. describe(opts), 2) end
+   for k, v in pairs(opts) do
+      local want = SDPA_OPTS[k]
+      if want == nil then
+         argerror(SDPA, 'unknown option ' .. tostring(k) .. ' (known: causal, dropout, mask, scale)', 2)
+      end
+      if (want == 'tensor' and not isT(v)) or (want ~= 'tensor' and type(v) ~= want) then
+         argerror(SDPA, ('option %s must be a %s, got %s'):format(k, want, describe(v)), 2)
+      end
+   end
+   if opts.dropout and (opts.dropout < 0 or opts.dropout >= 1) then
+      argerror(SDPA, 'dropout must be a probability in [0, 1), got ' .. opts.dropout, 2)
+   end
+   local nd = query:dim()
+   local ok = nd >= 2 and key:dim() == nd and value:dim() == nd
+   local lead, N = {}, 1
+   for d = 1, ok and nd - 2 or 0 do
+      lead[d], N = query:size(d), N * query:size(d)
+      ok = ok and key:size(d) == lead[d] and value:size(d) == lead[d]
+   end
+   local L, E, S, Ev
+   if ok then
+      L, E, S, Ev = query:size(nd - 1), query:size(nd), key:size(nd - 1), value:size(nd)
+      ok = key:size(nd) == E and value:size(nd - 1) == S
+   end
+   if not ok then
+      argerror(SDPA, ('query %s, key %s and value %s do not agree (... x L x E, ... x S x E, ... x S x Ev, '
+         .. 'the same leading dims)'):format(describe(query), describe(key), describe(value)), 2)
+   end
+   -- the steps' own errors (tensors on different devices, ...) are reported at the caller
+   local okr, out, w = pcall(attend, query, key, value, opts, lead, N, L, S, E, Ev)
+   if not okr then
+      if type(out) ~= 'string' then error(out, 0) end -- a graph break and the like, as they are
+      argerror(SDPA, (out:gsub('^[^\n]-:%d+: ', '')), 2)
+   end
+   return out, w
+end

@@ -89,6 +89,19 @@ describe('nn.MultiheadAttention', function()
                      function() nn.MultiheadAttention(4, 2, {causal = 1}) end)
    end)
 
+   it('causal = true matches PyTorch given the -inf mask above the diagonal (mha_causal)', function()
+      local c = G.mha_causal
+      local m = nn.MultiheadAttention(4, 2, {batchFirst = true, causal = true})
+      for _, n in ipairs(m._paramNames) do m[n]:copy(T(c[n])) end
+      local x = T(c.input):requires_grad_(true)
+      local out = m(x)
+      near(out, T(c.output), 1e-9, 'output')
+      near(m.attnWeights, T(c.weights), 1e-9, 'weights')
+      torch.autograd.backward({out}, {T(c.gout)})
+      near(x.grad, T(c.grad_input), 1e-9, 'grad input')
+      for _, n in ipairs(m._paramNames) do near(m['grad_' .. n], T(c['grad_' .. n]), 1e-9, 'grad ' .. n) end
+   end)
+
    it('passes checkModule (finite differences and the contract)', function()
       H.checkModule(nn.MultiheadAttention(4, 2), {torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4)})
       local kpm = torch.ByteTensor(2, 3):zero()
@@ -116,6 +129,71 @@ describe('nn.MultiheadAttention', function()
                         m:forward({torch.randn(3, 2, 4), torch.randn(5, 2, 4), torch.randn(5, 2, 4), false,
                                    torch.zeros(5, 3)})
                      end)
+   end)
+end)
+
+describe('torch.scaledDotProductAttention', function()
+   for _, name in ipairs({'sdpa_causal_mask', 'sdpa_bool_scale', 'sdpa_causal_wide'}) do
+      it('matches PyTorch: ' .. name, function()
+         local c = G[name]
+         local q = T(c.query):requires_grad_(true)
+         local k = T(c.key):requires_grad_(true)
+         local v = T(c.value):requires_grad_(true)
+         local opts = {causal = c.causal, scale = c.scale}
+         if c.mask then opts.mask = T(c.mask) end
+         if c.bool_mask then opts.mask = T(c.bool_mask):byte() end
+         local out, w = torch.scaledDotProductAttention(q, k, v, opts)
+         near(out, T(c.output), 1e-9, 'output') -- the goldens keep 12 digits
+         near(w:sum(w:dim()), torch.ones(w:size()):narrow(w:dim(), 1, 1), 1e-12, 'weights sum to 1')
+         torch.autograd.backward({out}, {T(c.gout)})
+         near(q.grad, T(c.grad_query), 1e-9, 'grad query')
+         near(k.grad, T(c.grad_key), 1e-9, 'grad key')
+         near(v.grad, T(c.grad_value), 1e-9, 'grad value')
+         if c.bool_mask then -- a BoolTensor mask means the same as the ByteTensor one
+            local b = T(c.bool_mask):ne(0)
+            near(torch.scaledDotProductAttention(q, k, v, {mask = b, scale = c.scale}), out, 0)
+         end
+      end)
+   end
+
+   it('has finite-difference gradients (causal, float mask, dropout with a fixed seed)', function()
+      local q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 2)
+      local mask = torch.randn(3, 5)
+      local go = torch.randn(2, 3, 2)
+      for _, opts in ipairs({{}, {causal = true, mask = mask}, {dropout = 0.4, scale = 0.7}}) do
+         local function loss() -- <output, go>, the same dropout draws every time
+            torch.manualSeed(5)
+            return torch.cmul(torch.scaledDotProductAttention(q, k, v, opts), go):sum()
+         end
+         local qr, kr, vr = q:clone():requires_grad_(true), k:clone():requires_grad_(true), v:clone():requires_grad_(true)
+         torch.manualSeed(5)
+         torch.cmul(torch.scaledDotProductAttention(qr, kr, vr, opts), go):sum():backward()
+         for _, pair in ipairs({{q, qr}, {k, kr}, {v, vr}}) do
+            assert.is_true(H.relErr(pair[2].grad, H.numericGrad(pair[1], loss, 1e-6)) < 1e-7)
+         end
+      end
+   end)
+
+   it('reports bad input at the caller with sizes', function()
+      local q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 2)
+      local f = torch.scaledDotProductAttention
+      U.expect_error('scaledDotProductAttention: query', function() f(q, torch.randn(3, 5, 4), v) end)
+      U.expect_error('do not agree', function() f(q, k, torch.randn(2, 4, 2)) end)
+      U.expect_error('do not agree', function() f(torch.randn(4), k, v) end)
+      U.expect_error('scaledDotProductAttention: expected mask of size 3x5 or 2x3x5', function()
+         f(q, k, v, {mask = torch.zeros(5, 3)})
+      end)
+      U.expect_error('scaledDotProductAttention: expected a float, Bool or Byte mask, got torch.LongTensor',
+                     function() f(q, k, v, {mask = torch.LongTensor(3, 5):zero()}) end)
+      U.expect_error('scaledDotProductAttention: unknown option is_causal (known: causal, dropout, mask, scale)',
+                     function() f(q, k, v, {is_causal = true}) end)
+      U.expect_error('scaledDotProductAttention: option causal must be a boolean, got', function()
+         f(q, k, v, {causal = 1})
+      end)
+      U.expect_error('scaledDotProductAttention: dropout must be a probability in [0, 1), got 1', function()
+         f(q, k, v, {dropout = 1})
+      end)
+      U.expect_error('scaledDotProductAttention: expected a tensor, got nil', function() f(q, k) end)
    end)
 end)
 
