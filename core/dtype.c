@@ -1,6 +1,7 @@
 /* dtype.c -- element type metadata, half-precision conversion, and the slow generic
  * load/store used where a kernel handles every dtype through doubles. */
 #include "internal.h"
+#include "half_bits.h"
 #include <math.h>
 
 static const struct {
@@ -25,62 +26,12 @@ const char *tc_dtype_name(tc_dtype dt)
 
 int tc_dtype_is_float(tc_dtype dt) { return dt == TC_F32 || dt == TC_F64 || tc_is_half(dt); }
 
-/* ---- IEEE half and bfloat16, round to nearest even ----------------------------------- */
+/* ---- IEEE half and bfloat16, round to nearest even (half_bits.h) ----------------------- */
 
-static uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-uint16_t tc_f32_to_f16(float x)
-{
-    uint32_t u = f32_bits(x);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    uint32_t absu = u & 0x7fffffffu;
-    if (absu >= 0x7f800000u) /* inf or nan: keep nan quiet */
-        return (uint16_t)(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0));
-    if (absu >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (absu < 0x38800000u) { /* subnormal half or zero: scale into place and round */
-        float a = bits_f32(absu);
-        uint32_t r = (uint32_t)lrintf(a * 16777216.0f); /* 2^24: units of the smallest subnormal */
-        return (uint16_t)(sign | r);
-    }
-    uint32_t mant_round = absu + 0xfffu + ((absu >> 13) & 1u); /* round to nearest even */
-    return (uint16_t)(sign | ((mant_round - 0x38000000u) >> 13));
-}
-
-float tc_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0) { /* zero or subnormal */
-        float v = (float)mant / 16777216.0f;
-        return sign ? -v : v;
-    }
-    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
-    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-uint16_t tc_f32_to_bf16(float x)
-{
-    uint32_t u = f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet nan */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float tc_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+uint16_t tc_f32_to_f16(float x) { return hb_f32_to_f16(x); }
+float tc_f16_to_f32(uint16_t h) { return hb_f16_to_f32(h); }
+uint16_t tc_f32_to_bf16(float x) { return hb_f32_to_bf16(x); }
+float tc_bf16_to_f32(uint16_t h) { return hb_bf16_to_f32(h); }
 
 /* ---- generic element access ----------------------------------------------------------- */
 

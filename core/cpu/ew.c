@@ -6,6 +6,7 @@
  * indexed loop the compiler vectorises), a scalar-second-operand path (x:add(5)) and a
  * strided path; the iteration engine (loops.c) decides nothing per op.
  */
+#include "../half_bits.h"
 #include "../scalar_math.h"
 #include "loops.h"
 #include <ctype.h>
@@ -342,6 +343,36 @@ static void conv_generic(char **pp, const int64_t *st, int64_t n, double to, dou
         tc_store_double((int)to, pp[0] + i * st[0], tc_load_as_double((int)from, pp[1] + i * st[1]));
 }
 
+/* float32 <-> float16 / bfloat16, the conversions every half-precision CPU op makes
+ * (tc_cpu_with_f32, autocast): the inline bit conversions, a tight loop when both sides are
+ * contiguous. The same bits as conv_generic (float32 -> double -> float32 is exact). */
+#define HALF_CONV(name, TO, FROM, fn)                                                       \
+    static void name(char **pp, const int64_t *st, int64_t n, double s0, double s1)        \
+    {                                                                                       \
+        (void)s0, (void)s1;                                                                 \
+        if (st[0] == sizeof(TO) && st[1] == sizeof(FROM)) {                                 \
+            TO *o = (TO *)pp[0];                                                            \
+            const FROM *a = (const FROM *)pp[1];                                            \
+            for (int64_t i = 0; i < n; i++) o[i] = fn(a[i]);                                \
+            return;                                                                         \
+        }                                                                                   \
+        for (int64_t i = 0; i < n; i++) *(TO *)(pp[0] + i * st[0]) = fn(*(const FROM *)(pp[1] + i * st[1])); \
+    }
+HALF_CONV(conv_f32_f16, uint16_t, float, hb_f32_to_f16)
+HALF_CONV(conv_f16_f32, float, uint16_t, hb_f16_to_f32)
+HALF_CONV(conv_f32_bf16, uint16_t, float, hb_f32_to_bf16)
+HALF_CONV(conv_bf16_f32, float, uint16_t, hb_bf16_to_f32)
+
+/* the loop for a conversion touching a half type */
+static tc_loop_fn half_conv_loop(int to, int from)
+{
+    if (from == TC_F32 && to == TC_F16) return conv_f32_f16;
+    if (from == TC_F16 && to == TC_F32) return conv_f16_f32;
+    if (from == TC_F32 && to == TC_BF16) return conv_f32_bf16;
+    if (from == TC_BF16 && to == TC_F32) return conv_bf16_f32;
+    return conv_generic;
+}
+
 /* Torch7's copy between equal element counts but unrelated shapes: both walked in
  * row-major order. */
 static void convert_rowmajor(tc_tensor *out, const tc_tensor *src)
@@ -372,7 +403,7 @@ tc_status tc_cpu_convert(const tc_kcall *k)
     if (out->dtype == src->dtype)
         tc_cpu_foreach(out, &src, 1, copy_loop(tc_dtype_size((tc_dtype)out->dtype)), 0, 0);
     else if (tc_is_half(out->dtype) || tc_is_half(src->dtype))
-        tc_cpu_foreach(out, &src, 1, conv_generic, out->dtype, src->dtype);
+        tc_cpu_foreach(out, &src, 1, half_conv_loop(out->dtype, src->dtype), out->dtype, src->dtype);
     else
         tc_cpu_foreach(out, &src, 1, conv_loops[src->dtype][out->dtype], 0, 0);
     return TC_OK;

@@ -240,6 +240,61 @@ TEST(half_conversions_round_to_nearest_even)
     }
 }
 
+/* The CPU's float32 <-> float16 / bfloat16 tensor conversions (ew.c's tight loops, contiguous
+ * and strided) give the bits of the generic path through float64 for every half pattern and
+ * for float32 values around each half (ties, neighbours, subnormals, inf, NaN). */
+static tc_tensor *converted(const tc_tensor *t, int dt)
+{
+    tc_tensor *o = NULL;
+    return tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){t}, 1, P(.i = {dt}), &o, 1) ? NULL : o;
+}
+
+/* Equal bits; float32 NaNs only both NaN (the float64 path quiets a signalling NaN, the
+ * direct one keeps its bits, as PyTorch's conversion does). */
+static bool same_bits(const tc_tensor *a, const tc_tensor *b)
+{
+    if (!a || !b || a->dtype != b->dtype || tc_tensor_numel(a) != tc_tensor_numel(b)) return false;
+    if (a->dtype != TC_F32)
+        return memcmp(tc_base(a), tc_base(b), (size_t)tc_tensor_numel(a) * tc_dtype_size((tc_dtype)a->dtype)) == 0;
+    const float *x = (const float *)tc_base(a), *y = (const float *)tc_base(b);
+    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
+        if (isnan(x[i]) ? !isnan(y[i]) : memcmp(&x[i], &y[i], 4) != 0) return false;
+    return true;
+}
+
+TEST(half_tensor_conversions_match_the_generic_path)
+{
+    const int halves[2] = {TC_F16, TC_BF16};
+    for (int h = 0; h < 2; h++) {
+        tc_tensor *all = NULL, *f32 = NULL;
+        CHECK_OK(tc_tensor_new(halves[h], 2, SZ(256, 256), &all));
+        CHECK_OK(tc_tensor_new(TC_F32, 1, SZ(65536 * 4), &f32));
+        uint16_t *bits = (uint16_t *)tc_base(all);
+        float *near = (float *)tc_base(f32);
+        for (int i = 0; i < 65536; i++) {
+            bits[i] = (uint16_t)i;
+            float v = halves[h] == TC_F16 ? tc_f16_to_f32((uint16_t)i) : tc_bf16_to_f32((uint16_t)i);
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            uint32_t half_ulp = halves[h] == TC_F16 ? 0x1000u : 0x8000u; /* a tie (normal range) */
+            uint32_t around[4] = {u, u + half_ulp, u + half_ulp - 1, u + 1};
+            for (int k = 0; k < 4; k++) memcpy(&near[4 * i + k], &around[k], 4);
+        }
+        /* half -> float32: direct, strided (a transposed view), and through float64 */
+        tc_tensor *direct = converted(all, TC_F32), *wide = converted(all, TC_F64);
+        tc_tensor *via = wide ? converted(wide, TC_F32) : NULL;
+        tc_tensor *t = ct_transposed(all, 0, 1), *tdirect = t ? converted(t, TC_F32) : NULL;
+        tc_tensor *twide = t ? converted(t, TC_F64) : NULL, *tvia = twide ? converted(twide, TC_F32) : NULL;
+        CHECK(same_bits(direct, via) && same_bits(tdirect, tvia));
+        /* float32 -> half, the same two ways */
+        tc_tensor *down = converted(f32, halves[h]), *f64 = converted(f32, TC_F64);
+        tc_tensor *down_via = f64 ? converted(f64, halves[h]) : NULL;
+        CHECK(same_bits(down, down_via));
+        tc_tensor *keep[] = {all, f32, direct, wide, via, t, tdirect, twide, tvia, down, f64, down_via};
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) tc_tensor_release(keep[i]);
+    }
+}
+
 TEST(half_tensors_compute_in_float)
 {
     tc_tensor *h = ct_from(TC_F16, 1, SZ(3), VALS(0.5, 1.5, -2)), *out = NULL;
