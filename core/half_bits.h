@@ -5,23 +5,13 @@
 #ifndef TC_HALF_BITS_H
 #define TC_HALF_BITS_H
 
+#include "scalar_math.h"
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
-static inline uint32_t hb_f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static inline float hb_bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+/* the bits of a float and back (scalar_math.h's casts, unsigned) */
+static inline uint32_t hb_f32_bits(float x) { return (uint32_t)tc_float_to_bits(x); }
+static inline float hb_bits_f32(uint32_t u) { return tc_bits_to_float((int32_t)u); }
 
 static inline uint16_t hb_f32_to_f16(float x)
 {
