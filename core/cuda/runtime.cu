@@ -84,17 +84,6 @@ static tc_status device_count(int *count)
     return cu_check(e, "cuda: cannot count devices");
 }
 
-static tc_status device_name(int dev, char *name, size_t cap)
-{
-    if (!name || cap == 0) return cu_fail(TC_ERR_ARG, "cuda: device_name: no buffer");
-    name[0] = '\0';
-    cudaDeviceProp prop;
-    tc_status s = cu_check(cudaGetDeviceProperties(&prop, dev), "cuda: device properties");
-    if (s) return s;
-    snprintf(name, cap, "%s", prop.name);
-    return TC_OK;
-}
-
 static tc_status device_properties(int dev, tc_cuda_device_props *out)
 {
     if (!out) return cu_fail(TC_ERR_ARG, "cuda: device_properties: NULL result");
@@ -109,6 +98,16 @@ static tc_status device_properties(int dev, tc_cuda_device_props *out)
     out->total_memory = (int64_t)prop.totalGlobalMem;
     out->shared_memory_per_block = (int64_t)prop.sharedMemPerBlock;
     return TC_OK;
+}
+
+static tc_status device_name(int dev, char *name, size_t cap)
+{
+    if (!name || cap == 0) return cu_fail(TC_ERR_ARG, "cuda: device_name: no buffer");
+    name[0] = '\0';
+    tc_cuda_device_props p;
+    tc_status s = device_properties(dev, &p);
+    if (!s) snprintf(name, cap, "%s", p.name);
+    return s;
 }
 
 /* ---- can the device run this library's kernels? ------------------------------------------ */
@@ -154,13 +153,13 @@ tc_status cu_device_runs_kernels(int dev)
     (void)cudaGetLastError();
     /* Without code for it, kernel launches would fail one by one while cuBLAS / cuDNN calls
      * worked, and a model would be half moved when the first error came: say why at once. */
-    int major = 0, minor = 0, rt = 0, drv = 0;
-    char name[256], sass[128];
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        major = minor = 0;
+    int rt = 0, drv = 0;
+    char sass[128];
+    tc_cuda_device_props p;
+    if (device_properties(dev, &p) != TC_OK) snprintf(p.name, sizeof p.name, "name unknown");
     (void)cudaGetLastError();
-    if (device_name(dev, name, sizeof name) != TC_OK) snprintf(name, sizeof name, "name unknown");
+    const char *name = p.name;
+    int major = p.major, minor = p.minor;
     versions(&rt, &drv);
     sass_list(sass, sizeof sass);
     if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
