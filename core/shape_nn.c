@@ -274,14 +274,16 @@ tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec)
         }
     }
     TRY(tc_wrap_dim(k->info->name, k->p->i[0], x->ndim > 0 ? x->ndim : 1, &d));
-    if (k->op == TC_OP_SOFTMAX && k->p->i[1] != 0) { /* causal: rows i of (.., L, S) keep j <= i */
+    bool causal_op = k->op == TC_OP_SOFTMAX || k->op == TC_OP_SOFTMAX_BACKWARD;
+    if (causal_op && k->p->i[1] != 0) { /* causal: rows i of (.., L, S) keep j <= i */
         char b[TC_SHAPE_BUF];
         if (k->p->i[1] != 1)
-            return tc_set_error(TC_ERR_ARG, "softmax: causal (i1) must be 0 or 1, got %lld", (long long)k->p->i[1]);
+            return tc_set_error(TC_ERR_ARG, "%s: causal (i1) must be 0 or 1, got %lld", k->info->name,
+                                (long long)k->p->i[1]);
         if (x->ndim < 2 || d != x->ndim - 1)
             return tc_set_error(TC_ERR_SHAPE,
-                                "softmax: causal needs the last dim of an input of at least 2 dims, got dim %d of %s",
-                                d, tc_shape_str(x, b, sizeof b));
+                                "%s: causal needs the last dim of an input of at least 2 dims, got dim %d of %s",
+                                k->info->name, d, tc_shape_str(x, b, sizeof b));
     }
     spec->nout = 1;
     spec_set(spec, 0, x->dtype, x->ndim, x->size);

@@ -11,6 +11,8 @@
  *   softmax           gx = softmax_backward(g, y) = y * (g - sum(g * y))
  *   log_softmax       gx = log_softmax_backward(g, y) = g - exp(y) * sum(g)
  *   softmax_backward  (s = sum(g y))   gg = softmax_backward(G, y)   gy = G (g - s) - g sum(G y)
+ *                     (causal, i1: g and G taken as 0 in the left-out part, which the op
+ *                     never reads, so gy is 0 there too)
  *   log_softmax_backward (S = sum(g))  gg = G - sum(G exp(y))        gy = -G exp(y) S
  *                     (y is a free input there; its gradient reaches x through the forward)
  * conv_transpose2d's output padding is recomputed from the saved sizes: the input size of
@@ -228,25 +230,43 @@ TC_GRAD_RULE(softmax_rule, TC_SAVE_OUT0)
 {
     tc_garena A_ = {0}, *A = &A_;
     const tc_tensor *in[2] = {G0, c->out[0]};
-    tc_params p = {.i = {c->p->i[0]}};
-    tc_op back = c->op == TC_OP_SOFTMAX ? TC_OP_SOFTMAX_BACKWARD : TC_OP_LOG_SOFTMAX_BACKWARD;
+    bool sm = c->op == TC_OP_SOFTMAX;
+    tc_params p = {.i = {c->p->i[0], sm ? c->p->i[1] : 0}}; /* causal: the backward reads the live part only */
+    tc_op back = sm ? TC_OP_SOFTMAX_BACKWARD : TC_OP_LOG_SOFTMAX_BACKWARD;
     tc_ga_out(A, tc_ga_op(A, back, in, 2, &p), &gin[0]);
     return tc_ga_done(A);
+}
+
+/* The live part of a causal softmax's (L, S) matrices (y's last two dims): a uint8 (L, S)
+ * mask, 1 where j <= i -- the nonzeros of a causal softmax of zeros. */
+static const tc_tensor *causal_live(tc_garena *A, const tc_tensor *y)
+{
+    tc_tmeta m;
+    tc_tmeta_of(y, &m);
+    m.size[0] = m.size[m.ndim - 2], m.size[1] = m.size[m.ndim - 1], m.ndim = 2;
+    const tc_tensor *in[1] = {tc_ga_full(A, &m, 0)};
+    tc_params p = {.i = {1, 1}};
+    return tc_ga_cmps(A, TC_OP_GT, tc_ga_op(A, TC_OP_SOFTMAX, in, 1, &p), 0);
 }
 
 TC_GRAD_RULE(softmax_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
 {
     tc_garena A_ = {0}, *A = &A_;
-    const tc_tensor *g = c->in[0], *y = c->in[1];
+    const tc_tensor *g = c->in[0], *y = c->in[1], *G = G0;
     int d = softmax_dim(c);
+    bool causal = c->p->i[1] != 0;
     if (c->needs[0]) {
         const tc_tensor *in[2] = {G0, y};
-        tc_params p = {.i = {c->p->i[0]}};
+        tc_params p = {.i = {c->p->i[0], causal}};
         tc_ga_out(A, tc_ga_op(A, TC_OP_SOFTMAX_BACKWARD, in, 2, &p), &gin[0]);
     }
     if (c->needs[1]) {
-        const tc_tensor *s = tc_ga_sum(A, tc_ga_mul(A, g, y), d, 1), *t = tc_ga_sum(A, tc_ga_mul(A, G0, y), d, 1);
-        tc_ga_out(A, tc_ga_sub(A, tc_ga_mul(A, G0, tc_ga_sub(A, g, s)), tc_ga_mul(A, g, t)), &gin[1]);
+        if (causal) { /* the op reads neither g nor y in the left-out part: there they are 0 */
+            const tc_tensor *live = causal_live(A, y);
+            g = tc_ga_where(A, live, g, NULL), G = tc_ga_where(A, live, G, NULL);
+        }
+        const tc_tensor *s = tc_ga_sum(A, tc_ga_mul(A, g, y), d, 1), *t = tc_ga_sum(A, tc_ga_mul(A, G, y), d, 1);
+        tc_ga_out(A, tc_ga_sub(A, tc_ga_mul(A, G, tc_ga_sub(A, g, s)), tc_ga_mul(A, g, t)), &gin[1]);
     }
     return tc_ga_done(A);
 }

@@ -138,7 +138,9 @@ static void sm_range(void *ctx, int64_t u0, int64_t u1)
  *   softmax:     gx = y * (g - sum(g * y))
  *   log_softmax: gx = g - exp(y) * sum(g)
  * Same layout as the forward: a row pass for inner == 1, blocks of IB slices otherwise. Each
- * element is read before it is written at the same index, so gx may share g's or y's memory. */
+ * element is read before it is written at the same index, so gx may share g's or y's memory.
+ * The causal softmax_backward (i1) reads row i of each (L, S) matrix over its first i + 1
+ * elements only and writes 0 after them (nothing there is read). */
 
 typedef struct smb_job {
     bool log;
@@ -146,12 +148,15 @@ typedef struct smb_job {
     const char *g, *y;
     char *gx;
     int64_t n, inner, blocks;
+    int64_t causal_rows; /* causal softmax_backward (inner == 1): L, as sm_job's; else 0 */
 } smb_job;
 
 #define SOFTMAX_BACKWARD_LOOPS(T, sfx)                                                      \
-    SM_WIDE static void brow_##sfx(bool lg, const T *g, const T *y, T *gx, int64_t n)       \
+    /* a row of len elements, of which the first n are live (causal: the rest get gx = 0) */ \
+    SM_WIDE static void brow_##sfx(bool lg, const T *g, const T *y, T *gx, int64_t n, int64_t len) \
     {                                                                                       \
         double acc[LANES] = {0};                                                            \
+        for (int64_t k = n; k < len; k++) gx[k] = 0;                                        \
         int64_t i = 0;                                                                      \
         if (lg)                                                                             \
             for (; i + LANES <= n; i += LANES)                                              \
@@ -197,7 +202,9 @@ typedef struct smb_job {
         T *gx = (T *)j->gx;                                                                 \
         for (int64_t u = u0; u < u1; u++) {                                                 \
             if (j->inner == 1) {                                                            \
-                brow_##sfx(j->log, g + u * j->n, y + u * j->n, gx + u * j->n, j->n);        \
+                int64_t live = j->n;                                                        \
+                if (j->causal_rows && u % j->causal_rows + 1 < live) live = u % j->causal_rows + 1; \
+                brow_##sfx(j->log, g + u * j->n, y + u * j->n, gx + u * j->n, live, j->n);  \
                 continue;                                                                   \
             }                                                                               \
             int64_t o = u / j->blocks, b = (u % j->blocks) * IB;                            \
@@ -234,6 +241,8 @@ static tc_status softmax_backward(const tc_kcall *k)
     for (int i = d + 1; i < g->ndim; i++) inner *= g->size[i];
     smb_job j = {.log = k->op == TC_OP_LOG_SOFTMAX_BACKWARD, .dt = g->dtype, .g = tc_base(g), .y = tc_base(y),
                  .gx = tc_base(dense), .n = n, .inner = inner, .blocks = (inner + IB - 1) / IB};
+    /* causal (checked by tc_prepare_softmax: dim is the last, so inner == 1) */
+    if (k->op == TC_OP_SOFTMAX_BACKWARD && k->p->i[1]) j.causal_rows = g->size[g->ndim - 2];
     int64_t outer = numel / (n * inner);
     int64_t units = inner == 1 ? outer : outer * j.blocks, per = inner == 1 ? n : n * (inner < IB ? inner : IB);
     tc_parallel_for(units, per >= TC_PARALLEL_GRAIN ? 1 : TC_PARALLEL_GRAIN / per + 1, smb_range, &j);

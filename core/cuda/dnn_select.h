@@ -7,8 +7,8 @@
  *   - the switch TC_CUDA_FLAG_CUDNN (torch.backends.cudnn.enabled) is on;
  *   - softmax / log_softmax and their backward ops (cudnnSoftmaxBackward on (gradOutput,
  *     output)): any dim, as the NCHW tensor (outer, dim, inner, 1) in
- *     CUDNN_SOFTMAX_MODE_CHANNEL (not the causal softmax: cuDNN's has no mask, and its
- *     backward needs none); avg_pool2d and avg_pool2d_backward: 3-D (C,H,W) or 4-D
+ *     CUDNN_SOFTMAX_MODE_CHANNEL (not the causal softmax or its backward: cuDNN's has no
+ *     mask, and our causal backward reads half of what cuDNN's would); avg_pool2d and avg_pool2d_backward: 3-D (C,H,W) or 4-D
  *     (N,C,H,W) planes. Max pooling stays with our kernels: the op returns argmax indices
  *     (Torch7 / PyTorch) that cuDNN's pooling does not produce, and cuDNN's max backward
  *     works from (x, y, dy), not from indices. Adaptive pooling has uneven windows, which
@@ -86,7 +86,8 @@ static inline cu_dnn_pick cu_dnn_softmax_pick(bool enabled, const tc_cuda_call *
     if (!enabled) return CU_DNN_OFF;
     bool back = c->op == TC_OP_SOFTMAX_BACKWARD || c->op == TC_OP_LOG_SOFTMAX_BACKWARD;
     if (!back && c->op != TC_OP_SOFTMAX && c->op != TC_OP_LOG_SOFTMAX) return CU_DNN_OP;
-    if (c->op == TC_OP_SOFTMAX && c->params.i[1]) return CU_DNN_OP; /* causal: cuDNN has no mask */
+    /* causal: cuDNN has no mask (and our backward reads only the live half of each row) */
+    if ((c->op == TC_OP_SOFTMAX || c->op == TC_OP_SOFTMAX_BACKWARD) && c->params.i[1]) return CU_DNN_OP;
     if (c->nin < (back ? 2 : 1) || c->nout < 1) return CU_DNN_ARG;
     /* x: the input (backward: gradOutput), y: the result, f: the backward's forward output */
     const tc_cuda_view *x = &c->in[0], *y = &c->out[0], *f = back ? &c->in[1] : &c->in[0];

@@ -103,12 +103,14 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(const typename dt<DT>::S
  *   softmax:     gx = y * (g - sum(g * y))
  *   log_softmax: gx = g - exp(y) * sum(g)
  * Every read of a line happens before the tree merge's barriers and every write after
- * them, so gx may be g or y itself. */
+ * them, so gx may be g or y itself. The causal softmax_backward (i1) reads row i of each
+ * (L, S) matrix over its first i + 1 elements only and stores 0 after them. */
 
 namespace {
 
 struct bargs {
     int64_t nlines, n, gs, ys, os; /* lines, their length, strides along dim of g, y, gx */
+    int64_t rows;                  /* causal softmax_backward: L, as sargs's; else 0 */
     int G;
     bool log;
 };
@@ -124,21 +126,23 @@ __global__ void __launch_bounds__(BLOCK) softmax_backward_kernel(const typename 
     for (int64_t base = (int64_t)blockIdx.x * gpb; base < a.nlines; base += (int64_t)gridDim.x * gpb) {
         const int64_t li = base + (int64_t)threadIdx.x / G;
         const int64_t end = li < a.nlines ? a.n : 0; /* a dead lane walks nothing */
+        const int64_t live = a.rows && li % a.rows + 1 < end ? li % a.rows + 1 : end; /* as the forward's */
         int64_t off[3];
         geo_offsets(lg, li < a.nlines ? li : 0, off);
         const typename dt<DT>::S *gp = g + off[0], *yp = y + off[1];
         typename dt<DT>::S *op = gx + off[2];
         double s = 0;
-        for (int64_t k = lane; k < end; k += G) {
+        for (int64_t k = lane; k < live; k += G) {
             double gv = (double)(C)ld(gp + k * a.gs);
             s += a.log ? gv : gv * (double)(C)ld(yp + k * a.ys);
         }
         s = group_red(sm, s, G, lane, op_add{});
         const C sc = (C)s;
-        for (int64_t k = lane; k < end; k += G) {
+        for (int64_t k = lane; k < live; k += G) {
             C gv = (C)ld(gp + k * a.gs), yv = (C)ld(yp + k * a.ys);
             st(op + k * a.os, a.log ? gv - exp_c(yv) * sc : yv * (gv - sc));
         }
+        for (int64_t k = live + lane; k < end; k += G) st(op + k * a.os, (C)0);
     }
 }
 
@@ -155,6 +159,20 @@ static tc_status line_dim(const tc_cuda_call *c, int ndim, int *d)
         return cu_fail(TC_ERR_INDEX, "%s: dim %lld out of range for a %d-dim input", cu_op_name(c->op),
                        (long long)c->params.i[0], ndim);
     *d = (int)dim;
+    return TC_OK;
+}
+
+/* A causal call's (ops.def: softmax's and softmax_backward's i1) rows L of each trailing
+ * (L, S) matrix in *rows, else 0; a TC_ERR_ARG failure for a causal flag other than 1 or a
+ * line dim other than the last of at least 2. */
+static tc_status causal_rows(const tc_cuda_call *c, const tc_cuda_view &x, int d, int64_t *rows)
+{
+    *rows = 0;
+    if (!c->params.i[1]) return TC_OK;
+    if (c->params.i[1] != 1 || x.ndim < 2 || d != x.ndim - 1)
+        return cu_fail(TC_ERR_ARG, "%s: causal (i1 = %lld) needs 1 and the last dim of at least 2, got dim %d of %d",
+                       cu_op_name(c->op), (long long)c->params.i[1], d, x.ndim);
+    *rows = x.size[x.ndim - 2];
     return TC_OK;
 }
 
@@ -195,6 +213,8 @@ static tc_status softmax_backward(int dev, const tc_cuda_call *c)
         strides_without(o, d, nullptr, lg.st[2]);
     }
     a.nlines = g.numel / a.n;
+    if (c->op == TC_OP_SOFTMAX_BACKWARD)
+        if (tc_status s = causal_rows(c, g, d, &a.rows)) return s;
     geo_coalesce(lg);
     a.G = threads_per_line(a.gs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
     return with_dtype(d0, [&](auto tag) -> tc_status {
@@ -232,12 +252,8 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
         strides_without(y, d, nullptr, lg.st[1]);
     }
     a.nlines = x.numel / a.n;
-    if (c->op == TC_OP_SOFTMAX && c->params.i[1]) { /* causal (ops.def) */
-        if (c->params.i[1] != 1 || x.ndim < 2 || d != x.ndim - 1)
-            return cu_fail(TC_ERR_ARG, "softmax: causal (i1 = %lld) needs 1 and the last dim of at least 2, got dim %d of %d",
-                           (long long)c->params.i[1], d, x.ndim);
-        a.rows = x.size[x.ndim - 2];
-    }
+    if (c->op == TC_OP_SOFTMAX)
+        if (tc_status s = causal_rows(c, x, d, &a.rows)) return s;
     geo_coalesce(lg);
     a.G = threads_per_line(a.xs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
     return with_dtype(d0, [&](auto tag) -> tc_status {

@@ -143,6 +143,14 @@ TEST(cuda_dnn_select_softmax_backward_rules)
     }
     /* g and y may be the same memory (both are read) */
     CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, g, gx, 1, true, NULL) == CU_DNN_TAKE);
+    /* the causal backward (i1) stays with our kernel, which reads only the live elements;
+     * log_softmax_backward ignores i1 */
+    tc_cuda_view gy[2] = {g, y};
+    tc_cuda_call cb = call1(TC_OP_SOFTMAX_BACKWARD, gy, gx, P(.i = {2, 1}));
+    cb.nin = 2;
+    CHECK(cu_dnn_softmax_pick(true, &cb, &p) == CU_DNN_OP);
+    cb.op = TC_OP_LOG_SOFTMAX_BACKWARD;
+    CHECK(cu_dnn_softmax_pick(true, &cb, &p) == CU_DNN_TAKE);
 
     /* the switch; one input only */
     CHECK(smb_pick(TC_OP_SOFTMAX_BACKWARD, g, y, gx, 1, false, NULL) == CU_DNN_OFF);

@@ -103,6 +103,10 @@ TEST(nn_rules_pool_softmax)
     GC(SOFTMAX, P(.i = {2, 1}), s);
     GC(SOFTMAX, P(.i = {-1, 1}), R(2, SZ(5, 3)));
     GC(SOFTMAX, P(.i = {-1, 1}), ct_keep(ct_transposed(R(3, SZ(2, 4, 4)), 1, 2)));
+    /* its backward op (i1), y free (nonzero in the left-out part, which the op ignores) */
+    GC(SOFTMAX_BACKWARD, P(.i = {2, 1}), sg, sy);
+    GC(SOFTMAX_BACKWARD, P(.i = {-1, 1}), R(2, SZ(5, 3)), R(2, SZ(5, 3)));
+    GC(SOFTMAX_BACKWARD, P(.i = {-1, 1}), R(2, SZ(3, 5)), ct_keep(ct_transposed(R(2, SZ(5, 3)), 0, 1)));
     ct_drop();
 }
 
@@ -283,6 +287,42 @@ TEST(nn_ops_causal_softmax)
     ct_drop();
 }
 
+/* The causal softmax_backward (i1) on a causal y gives the full backward's gradient, reading
+ * neither g nor y in the left-out part: NaN there in g leaves gx finite, with 0s there. */
+TEST(nn_ops_causal_softmax_backward)
+{
+    const int64_t *shapes[] = {SZ(2, 3, 7, 7), SZ(5, 40), SZ(40, 5)};
+    const int nds[] = {4, 2, 2};
+    for (int c = 0; c < 3; c++) {
+        for (int dt = 0; dt < 3; dt++) { /* float64, float32, float16 (computed in float32) */
+            int dtype = dt == 0 ? TC_F64 : dt == 1 ? TC_F32 : TC_F16;
+            tc_tensor *x = R(nds[c], shapes[c]), *g = R(nds[c], shapes[c]), *xl = NULL, *gl = NULL, *gn = NULL;
+            CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){x}, 1, P(.i = {dtype}), &xl, 1));
+            CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){g}, 1, P(.i = {dtype}), &gl, 1));
+            ct_keep(xl), ct_keep(gl);
+            tc_tensor *y = run(TC_OP_SOFTMAX, xl, NULL, NULL, 1, P(.i = {-1, 1}));
+            tc_tensor *want = run(TC_OP_SOFTMAX_BACKWARD, gl, y, NULL, 2, P(.i = {-1}));
+            int64_t L = x->size[x->ndim - 2], S = x->size[x->ndim - 1], n = tc_tensor_numel(x);
+            double *gd = (double *)tc_base(g); /* R's tensors are new contiguous float64 ones */
+            for (int64_t k = 0; k < n; k++) /* NaN in g where y is 0: the full formula's own NaN */
+                if (k % S > (k / S) % L) gd[k] = NAN;
+            CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){g}, 1, P(.i = {dtype}), &gn, 1));
+            ct_keep(gn);
+            tc_tensor *gx = run(TC_OP_SOFTMAX_BACKWARD, gn, y, NULL, 2, P(.i = {-1, 1}));
+            CHECK(gx && gx->dtype == dtype);
+            for (int64_t k = 0; gx && want && k < n; k++) {
+                bool left_out = k % S > (k / S) % L;
+                /* (the row sums add the same terms in another lane order: a last-bit change) */
+                if (left_out ? ct_at(gx, k) != 0 : fabs(ct_at(gx, k) - ct_at(want, k)) > 1e-14) {
+                    CHECK(!"causal softmax_backward: the full backward's values, 0 where left out");
+                    break;
+                }
+            }
+        }
+    }
+    ct_drop();
+}
+
 /* ---- bad input ---------------------------------------------------------------------------------------- */
 
 TEST(nn_ops_bad_input)
@@ -357,6 +397,11 @@ TEST(nn_ops_bad_input)
               "softmax: causal needs the last dim of an input of at least 2 dims, got dim 2 of (2,3,5,5)");
     CHECK_ERR(POOL(SOFTMAX, R(1, SZ(4)), P(.i = {0, 1}), 1), TC_ERR_SHAPE,
               "softmax: causal needs the last dim of an input of at least 2 dims, got dim 0 of (4)");
+    const tc_tensor *gy[2] = {x, x};
+    CHECK_ERR(tc_op_run(TC_OP_SOFTMAX_BACKWARD, gy, 2, P(.i = {3, -1}), o2, 1), TC_ERR_ARG,
+              "softmax_backward: causal (i1) must be 0 or 1, got -1");
+    CHECK_ERR(tc_op_run(TC_OP_SOFTMAX_BACKWARD, gy, 2, P(.i = {1, 1}), o2, 1), TC_ERR_SHAPE,
+              "softmax_backward: causal needs the last dim of an input of at least 2 dims, got dim 1 of (2,3,5,5)");
     CHECK(o2[0] == NULL);
     CHECK_OK(POOL(LOG_SOFTMAX, R(1, SZ(4)), P(.i = {0, 1}), 1)); /* log_softmax reads no i1 */
     ct_keep(o2[0]);
