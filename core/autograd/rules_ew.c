@@ -73,6 +73,41 @@ UNARY(erf_rule, TC_SAVE_IN0,
       tc_ga_mul(A, tc_ga_scale(A, g, 2 / sqrt(M_PI)),
                 tc_ga_ew(A, TC_OP_EXP, tc_ga_neg(A, tc_ga_mul(A, x, x)), NULL, NULL, 0, 0)))
 
+/* gelu, gelu_tanh: their backward ops, g gelu'(x) in one pass */
+UNARY(gelu_rule, TC_SAVE_IN0, tc_ga_ew(A, TC_OP_GELU_BACKWARD, g, x, NULL, 0, 0))
+UNARY(gelu_tanh_rule, TC_SAVE_IN0, tc_ga_ew(A, TC_OP_GELU_TANH_BACKWARD, g, x, NULL, 0, 0))
+
+/* gelu''(x): erf form phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi); tanh form, with
+ * k = sqrt(2/pi), c = 0.044715, t = tanh(k (x + c x^3)), du = k (1 + 3c x^2):
+ * (1 - t^2) (du - x t du^2 + 3ck x^2). */
+static const tc_tensor *gelu_second(tc_garena *A, const tc_tensor *x, bool tanh_form)
+{
+    const double k = 0.79788456080286535588, cc = 0.044715;
+    const tc_tensor *x2 = tc_ga_mul(A, x, x);
+    if (!tanh_form) {
+        const tc_tensor *phi = tc_ga_scale(A, tc_ga_ew(A, TC_OP_EXP, tc_ga_scale(A, x2, -0.5), NULL, NULL, 0, 0),
+                                           0.39894228040143267794);
+        return tc_ga_mul(A, phi, tc_ga_rsub(A, 2, x2));
+    }
+    const tc_tensor *u = tc_ga_scale(A, tc_ga_add(A, x, tc_ga_scale(A, tc_ga_mul(A, x, x2), cc)), k);
+    const tc_tensor *t = tc_ga_ew(A, TC_OP_TANH, u, NULL, NULL, 0, 0);
+    const tc_tensor *du = tc_ga_scale(A, tc_ga_adds(A, tc_ga_scale(A, x2, 3 * cc), 1), k);
+    const tc_tensor *xt = tc_ga_mul(A, x, t);
+    const tc_tensor *in = tc_ga_add(A, tc_ga_sub(A, du, tc_ga_mul(A, xt, tc_ga_mul(A, du, du))),
+                                    tc_ga_scale(A, x2, 3 * cc * k));
+    return tc_ga_mul(A, tc_ga_rsub(A, 1, tc_ga_mul(A, t, t)), in);
+}
+
+/* gelu_backward(g, x) = g gelu'(x): linear in g (its own op again), g gelu''(x) for x */
+TC_GRAD_RULE(gelu_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
+{
+    tc_garena A_ = {0}, *A = &A_;
+    bool tf = c->op == TC_OP_GELU_TANH_BACKWARD;
+    if (c->needs[0]) put(A, c, 0, tc_ga_ew(A, (tc_op)c->op, G0, X1, NULL, 0, 0), gin);
+    if (c->needs[1]) put(A, c, 1, tc_ga_mul(A, tc_ga_mul(A, G0, X0), gelu_second(A, X1, tf)), gin);
+    return tc_ga_done(A);
+}
+
 /* sign, ceil, floor, round, trunc: piecewise constant, a zero gradient (left NULL). */
 TC_GRAD_RULE(zero_rule, 0)
 {
@@ -293,6 +328,10 @@ void tc_grad_rules_ew(tc_grad_rule *t)
     TC_GRAD_REG(t, TANH, tanh_rule);
     TC_GRAD_REG(t, SIGMOID, sigmoid_rule);
     TC_GRAD_REG(t, ERF, erf_rule);
+    TC_GRAD_REG(t, GELU, gelu_rule);
+    TC_GRAD_REG(t, GELU_TANH, gelu_tanh_rule);
+    TC_GRAD_REG(t, GELU_BACKWARD, gelu_backward_rule);
+    TC_GRAD_REG(t, GELU_TANH_BACKWARD, gelu_backward_rule);
     TC_GRAD_REG(t, CEIL, zero_rule);
     TC_GRAD_REG(t, FLOOR, zero_rule);
     TC_GRAD_REG(t, ROUND, zero_rule);

@@ -151,6 +151,11 @@ TEST(grad_rules_unary)
     GC(TANH, NULL, xt);
     GC(SIGMOID, NULL, x);
     GC(ERF, NULL, x);
+    tc_tensor *wide = R(2, SZ(3, 4), -4, 4); /* gelu: the curved part and both tails */
+    GC(GELU, NULL, wide);
+    GC(GELU, NULL, xt);
+    GC(GELU_TANH, NULL, wide);
+    GC(GELU_TANH, NULL, xt);
     GC(CEIL, NULL, nz);
     GC(FLOOR, NULL, nz);
     GC(ROUND, NULL, nz);
@@ -186,6 +191,12 @@ TEST(grad_rules_binary)
     GC(POW, NULL, s, x);
     GC(ATAN2, NULL, x, b);
     GC(ATAN2, NULL, row, x);
+    /* gelu's backward ops (g, x): x broadcast, g broadcast */
+    tc_tensor *g = R(2, SZ(3, 4), -1, 1), *xrow = R(1, SZ(4), -3, 3);
+    GC(GELU_BACKWARD, NULL, g, x);
+    GC(GELU_BACKWARD, NULL, g, xrow);
+    GC(GELU_TANH_BACKWARD, NULL, g, x);
+    GC(GELU_TANH_BACKWARD, NULL, row, x);
     /* fmod/remainder away from their jumps: a / b not near an integer */
     tc_tensor *fa = V(TC_F64, 2, SZ(2, 3), VALS(5.3, -5.3, 2.2, -7.9, 3.4, 0.6));
     tc_tensor *fb = V(TC_F64, 2, SZ(2, 3), VALS(2, 2, -1.5, 3, -2.5, 0.25));

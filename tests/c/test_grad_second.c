@@ -166,6 +166,11 @@ TEST(grad_rules_second_derivatives)
     GG(CINV, NULL, pos);
     GG(SIN, NULL, x);
     GG(ERF, NULL, x);
+    GG(GELU, NULL, x);
+    GG(GELU_TANH, NULL, x);
+    GG(GELU_BACKWARD, NULL, y, x);
+    GG(GELU_TANH_BACKWARD, NULL, y, x);
+    GG(GELU_TANH_BACKWARD, NULL, row, x);
     GG(DIV, NULL, x, pos);
     GG(POW, NULL, pos, y);
     GG(ATAN2, NULL, x, pos);

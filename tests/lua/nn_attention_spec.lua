@@ -254,6 +254,21 @@ describe('nn.GELU and nn.SiLU', function()
       end)
    end
 
+   it('run as one op each way: torch.gelu, torch.gelu_tanh and their methods', function()
+      local x = torch.randn(4, 5) * 3
+      near(torch.gelu(x), nn.GELU():forward(x), 0)
+      near(torch.gelu_tanh(x), nn.GELU('tanh'):forward(x), 0)
+      local y = x:clone()
+      y:gelu_tanh() -- in place, as x:tanh()
+      near(y, torch.gelu_tanh(x), 0)
+      -- their gradients are one op too; the tape holds gelu's node, not eight
+      local xr = x:clone():requires_grad_(true)
+      local out = torch.gelu(xr)
+      assert.are.equal('GeluBackward', out.grad_fn)
+      U.expect_error('gelu: expected a tensor, got table', function() torch.gelu({}) end)
+      U.expect_error('gelu_tanh: int64 tensors are not supported', function() torch.gelu_tanh(torch.LongTensor(3)) end)
+   end)
+
    it('pass checkModule and reject bad input', function()
       H.checkModule(nn.GELU(), torch.randn(3, 4))
       H.checkModule(nn.GELU('tanh'), torch.randn(3, 4))
