@@ -76,6 +76,7 @@ UNARY(erf_rule, TC_SAVE_IN0,
 /* gelu, gelu_tanh: their backward ops, g gelu'(x) in one pass */
 UNARY(gelu_rule, TC_SAVE_IN0, tc_ga_ew(A, TC_OP_GELU_BACKWARD, g, x, NULL, 0, 0))
 UNARY(gelu_tanh_rule, TC_SAVE_IN0, tc_ga_ew(A, TC_OP_GELU_TANH_BACKWARD, g, x, NULL, 0, 0))
+UNARY(silu_rule, TC_SAVE_IN0, tc_ga_ew(A, TC_OP_SILU_BACKWARD, g, x, NULL, 0, 0))
 
 /* gelu''(x): erf form phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi); tanh form, with
  * k = sqrt(2/pi), c = 0.044715, t = tanh(k (x + c x^3)), du = k (1 + 3c x^2):
@@ -98,13 +99,26 @@ static const tc_tensor *gelu_second(tc_garena *A, const tc_tensor *x, bool tanh_
     return tc_ga_mul(A, tc_ga_rsub(A, 1, tc_ga_mul(A, t, t)), in);
 }
 
-/* gelu_backward(g, x) = g gelu'(x): linear in g (its own op again), g gelu''(x) for x */
-TC_GRAD_RULE(gelu_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
+/* silu''(x) = s (1 - s) (2 + x (1 - 2s)), s = sigmoid(x) */
+static const tc_tensor *silu_second(tc_garena *A, const tc_tensor *x)
+{
+    const tc_tensor *s = tc_ga_ew(A, TC_OP_SIGMOID, x, NULL, NULL, 0, 0);
+    const tc_tensor *in = tc_ga_adds(A, tc_ga_mul(A, x, tc_ga_rsub(A, 1, tc_ga_scale(A, s, 2))), 2);
+    return tc_ga_mul(A, tc_ga_mul(A, s, tc_ga_rsub(A, 1, s)), in);
+}
+
+/* gelu_backward(g, x) = g gelu'(x), and gelu_tanh_backward, silu_backward likewise: linear
+ * in g (its own op again), g gelu''(x) for x */
+TC_GRAD_RULE(activation_backward_rule, TC_SAVE_IN0 | TC_SAVE_IN1)
 {
     tc_garena A_ = {0}, *A = &A_;
-    bool tf = c->op == TC_OP_GELU_TANH_BACKWARD;
-    if (c->needs[0]) put(A, c, 0, tc_ga_ew(A, (tc_op)c->op, G0, X1, NULL, 0, 0), gin);
-    if (c->needs[1]) put(A, c, 1, tc_ga_mul(A, tc_ga_mul(A, G0, X0), gelu_second(A, X1, tf)), gin);
+    if (c->needs[0]) put(A, c, 0, tc_ga_ew(A, c->op, G0, X1, NULL, 0, 0), gin);
+    if (c->needs[1]) {
+        const tc_tensor *second = c->op == TC_OP_SILU_BACKWARD
+                                      ? silu_second(A, X1)
+                                      : gelu_second(A, X1, c->op == TC_OP_GELU_TANH_BACKWARD);
+        put(A, c, 1, tc_ga_mul(A, tc_ga_mul(A, G0, X0), second), gin);
+    }
     return tc_ga_done(A);
 }
 
@@ -330,8 +344,10 @@ void tc_grad_rules_ew(tc_grad_rule *t)
     TC_GRAD_REG(t, ERF, erf_rule);
     TC_GRAD_REG(t, GELU, gelu_rule);
     TC_GRAD_REG(t, GELU_TANH, gelu_tanh_rule);
-    TC_GRAD_REG(t, GELU_BACKWARD, gelu_backward_rule);
-    TC_GRAD_REG(t, GELU_TANH_BACKWARD, gelu_backward_rule);
+    TC_GRAD_REG(t, GELU_BACKWARD, activation_backward_rule);
+    TC_GRAD_REG(t, GELU_TANH_BACKWARD, activation_backward_rule);
+    TC_GRAD_REG(t, SILU, silu_rule);
+    TC_GRAD_REG(t, SILU_BACKWARD, activation_backward_rule);
     TC_GRAD_REG(t, CEIL, zero_rule);
     TC_GRAD_REG(t, FLOOR, zero_rule);
     TC_GRAD_REG(t, ROUND, zero_rule);

@@ -327,6 +327,6 @@ end
 
 function SiLU:updateOutput(input)
    if not isT(input) then raise('nn.SiLU: expected a tensor input, got ' .. type(input)) end
-   self.output = torch.cmul(input, torch.sigmoid(input))
+   self.output = torch.silu(input) -- one op each way, as GELU's
    return self.output
 end

@@ -156,6 +156,8 @@ TEST(grad_rules_unary)
     GC(GELU, NULL, xt);
     GC(GELU_TANH, NULL, wide);
     GC(GELU_TANH, NULL, xt);
+    GC(SILU, NULL, wide);
+    GC(SILU, NULL, xt);
     GC(CEIL, NULL, nz);
     GC(FLOOR, NULL, nz);
     GC(ROUND, NULL, nz);
@@ -197,6 +199,8 @@ TEST(grad_rules_binary)
     GC(GELU_BACKWARD, NULL, g, xrow);
     GC(GELU_TANH_BACKWARD, NULL, g, x);
     GC(GELU_TANH_BACKWARD, NULL, row, x);
+    GC(SILU_BACKWARD, NULL, g, x);
+    GC(SILU_BACKWARD, NULL, g, xrow);
     /* fmod/remainder away from their jumps: a / b not near an integer */
     tc_tensor *fa = V(TC_F64, 2, SZ(2, 3), VALS(5.3, -5.3, 2.2, -7.9, 3.4, 0.6));
     tc_tensor *fb = V(TC_F64, 2, SZ(2, 3), VALS(2, 2, -1.5, 3, -2.5, 0.25));

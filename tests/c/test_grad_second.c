@@ -171,6 +171,9 @@ TEST(grad_rules_second_derivatives)
     GG(GELU_BACKWARD, NULL, y, x);
     GG(GELU_TANH_BACKWARD, NULL, y, x);
     GG(GELU_TANH_BACKWARD, NULL, row, x);
+    GG(SILU, NULL, x);
+    GG(SILU_BACKWARD, NULL, y, x);
+    GG(SILU_BACKWARD, NULL, row, x);
     GG(DIV, NULL, x, pos);
     GG(POW, NULL, pos, y);
     GG(ATAN2, NULL, x, pos);

@@ -254,7 +254,7 @@ describe('nn.GELU and nn.SiLU', function()
       end)
    end
 
-   it('run as one op each way: torch.gelu, torch.gelu_tanh and their methods', function()
+   it('run as one op each way: torch.gelu, torch.gelu_tanh, torch.silu and their methods', function()
       local x = torch.randn(4, 5) * 3
       near(torch.gelu(x), nn.GELU():forward(x), 0)
       near(torch.gelu_tanh(x), nn.GELU('tanh'):forward(x), 0)
@@ -265,6 +265,8 @@ describe('nn.GELU and nn.SiLU', function()
       local xr = x:clone():requires_grad_(true)
       local out = torch.gelu(xr)
       assert.are.equal('GeluBackward', out.grad_fn)
+      near(torch.silu(x), nn.SiLU():forward(x), 0)
+      assert.are.equal('SiluBackward', torch.silu(xr).grad_fn)
       U.expect_error('gelu: expected a tensor, got table', function() torch.gelu({}) end)
       U.expect_error('gelu_tanh: int64 tensors are not supported', function() torch.gelu_tanh(torch.LongTensor(3)) end)
    end)
