@@ -221,6 +221,21 @@ describe('nn.LayerNorm', function()
       end)
    end
 
+   it('runs on strided input, and in float32 under autocast (PyTorch\'s float32 list)', function()
+      local m = nn.LayerNorm(3)
+      m.weight:uniform(0.5, 1.5)
+      m.bias:uniform(-1, 1)
+      local xt = torch.randn(3, 4, 2):transpose(1, 3) -- (2, 4, 3), rows of 3 strided
+      near(m:forward(xt), m:forward(xt:contiguous()), 0)
+      local mf = nn.LayerNorm(6):float()
+      mf.weight:uniform(0.5, 1.5)
+      mf.bias:uniform(-1, 1)
+      local xb = torch.randn(3, 6):float():type('torch.BFloat16Tensor')
+      local y = torch.autocast('bfloat16', function() return mf:forward(xb) end)
+      assert.are.equal('torch.FloatTensor', torch.type(y))
+      near(y, mf:forward(xb:float()), 0)
+   end)
+
    it('passes checkModule; LayerNormalization is the same module', function()
       H.checkModule(nn.LayerNorm(4), torch.randn(3, 4))
       H.checkModule(nn.LayerNorm({2, 3}), torch.randn(2, 2, 3))
