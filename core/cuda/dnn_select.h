@@ -8,8 +8,8 @@
  *   - softmax / log_softmax and their backward ops (cudnnSoftmaxBackward on (gradOutput,
  *     output)): any dim, as the NCHW tensor (outer, dim, inner, 1) in
  *     CUDNN_SOFTMAX_MODE_CHANNEL (not the causal softmax or its backward: cuDNN's has no
- *     mask, and our causal backward reads half of what cuDNN's would); avg_pool2d and avg_pool2d_backward: 3-D (C,H,W) or 4-D
- *     (N,C,H,W) planes. Max pooling stays with our kernels: the op returns argmax indices
+ *     mask, and our causal backward reads half of what cuDNN's would); avg_pool2d and
+ *     avg_pool2d_backward: 3-D (C,H,W) or 4-D (N,C,H,W) planes. Max pooling stays with our kernels: the op returns argmax indices
  *     (Torch7 / PyTorch) that cuDNN's pooling does not produce, and cuDNN's max backward
  *     works from (x, y, dy), not from indices. Adaptive pooling has uneven windows, which
  *     a cuDNN pooling descriptor (one window, one stride) cannot express;

@@ -13,6 +13,7 @@ local raise = nn._raise
 
 local function isT(x) return torch.isTensor(x) end
 
+local C = torch._C
 local sizestr = nn._describe   -- '3x4', 'empty', '{3x4, 2}'
 local CAUSAL = {causal = true} -- torch.softmax's option table, made once
 
@@ -263,15 +264,15 @@ function LayerNorm:updateOutput(input)
       raise(fmt('%s: expected an input whose last dims are %s, got %s', torch.type(self),
                 table.concat(shape, 'x'), sizestr(input)))
    end
+   -- Under autocast a half input is normalised in float32 (on its own device), as PyTorch's
+   -- autocast runs layer_norm (its float32 list).
+   if torch.is_autocast_enabled() and (input.p.dtype == C.TC_F16 or input.p.dtype == C.TC_BF16) then
+      input = torch._math.copy_new(input, C.TC_F32, 1)
+   end
    -- Normalising each of the M rows of N elements is batch_norm's training mode on x seen as
    -- (1, M, N): M channels, each normalised over its N values with the biased variance. That
    -- op is one fused kernel each way (CPU, CUDA), where the formula spelled out in ops took
    -- nine passes forward; the affine part is one addcmul (weight and bias broadcast over rows).
-   -- under autocast a half input meets float32 parameters: normalise in float32, as PyTorch's
-   -- autocast runs layer_norm (its float32 list)
-   if self.weight and torch.is_autocast_enabled() and input:type() ~= self.weight:type() then
-      input = input:typeAs(self.weight)
-   end
    local N = 1
    for i = 1, k do N = N * shape[i] end
    local M = input:nElement() / N
