@@ -31,6 +31,7 @@ static const uint8_t op_class[TC_OP_COUNT] = {
     [TC_OP_ADDR] = TC_AUTOCAST_LOWER,    [TC_OP_BADDBMM] = TC_AUTOCAST_LOWER,
     [TC_OP_ADDBMM] = TC_AUTOCAST_LOWER,  [TC_OP_CONV2D] = TC_AUTOCAST_LOWER,
     [TC_OP_CONV_TRANSPOSE2D] = TC_AUTOCAST_LOWER, [TC_OP_CONV2D_WEIGHT] = TC_AUTOCAST_LOWER,
+    [TC_OP_ATTENTION] = TC_AUTOCAST_LOWER, /* PyTorch's scaled_dot_product_attention */
     /* elementwise ops whose range or accuracy half precision does not cover */
     [TC_OP_EXP] = TC_AUTOCAST_FP32,      [TC_OP_EXPM1] = TC_AUTOCAST_FP32,
     [TC_OP_LOG] = TC_AUTOCAST_FP32,      [TC_OP_LOG1P] = TC_AUTOCAST_FP32,
@@ -58,6 +59,8 @@ static int policy_of(tc_op op, const tc_opinfo *info)
      * input's dtype, as PyTorch's autocast leaves it: promoting would run every normalised
      * activation of a half network in float32 */
     if (info->kind == TC_KIND_NORM) return TC_AUTOCAST_NONE;
+    /* attention_backward takes the forward's half tensors beside its float32 lse */
+    if (op == TC_OP_ATTENTION_BACKWARD) return TC_AUTOCAST_NONE;
     return TC_AUTOCAST_PROMOTE;
 }
 

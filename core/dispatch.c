@@ -21,6 +21,7 @@ static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
     [TC_KIND_SOFTMAX] = tc_prepare_softmax,
     [TC_KIND_NORM] = tc_prepare_norm,
     [TC_KIND_RNN] = tc_prepare_rnn,
+    [TC_KIND_ATTN] = tc_prepare_attn,
 };
 
 static const tc_backend *backend_for(int device)

@@ -189,6 +189,7 @@ tc_status tc_prepare_pool(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_norm(const tc_kcall *k, tc_outspec *spec);    /* core/shape_bn.c */
 tc_status tc_prepare_rnn(const tc_kcall *k, tc_outspec *spec);     /* core/shape_rnn.c */
+tc_status tc_prepare_attn(const tc_kcall *k, tc_outspec *spec);    /* core/shape_attn.c */
 /* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);
@@ -219,6 +220,7 @@ tc_status tc_cpu_pool(const tc_kcall *k);    /* pool.c */
 tc_status tc_cpu_softmax(const tc_kcall *k); /* softmax.c */
 tc_status tc_cpu_norm(const tc_kcall *k);    /* batchnorm.c */
 tc_status tc_cpu_rnn(const tc_kcall *k);     /* rnn.c */
+tc_status tc_cpu_attn(const tc_kcall *k);    /* attention.c */
 
 /* ---- threads (core/cpu/parallel.c) ---------------------------------------------------- */
 

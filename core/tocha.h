@@ -189,6 +189,7 @@ typedef enum tc_opkind {
     TC_KIND_SOFTMAX, /* softmax, log_softmax along a dim */
     TC_KIND_NORM,    /* batch_norm and its backward op (core/shape_bn.c) */
     TC_KIND_RNN,     /* whole-sequence recurrent layers and their backward (core/shape_rnn.c) */
+    TC_KIND_ATTN,    /* fused scaled dot-product attention and its backward (core/shape_attn.c) */
     TC_KIND_COUNT
 } tc_opkind;
 

@@ -29,10 +29,10 @@ local M = {}
 
 ---------------------------------------------------------------------------------------------
 -- CausalSelfAttention(dim, heads, dropout): x (B, T, dim) -> (B, T, dim); an
--- nn.MultiheadAttention (batch first, causal: position i attends to 1..i; the softmax leaves
--- the later ones out, no mask tensor is made or added) that keeps no averaged attention
--- weights (needWeights = false: GPT-2 has no use for them, and they cost a pass over every
--- B x heads x T x T score).
+-- nn.MultiheadAttention (batch first, causal: position i attends to 1..i, no mask tensor is
+-- made or added) that keeps no averaged attention weights (needWeights = false: GPT-2 has no
+-- use for them), so it runs the fused attention op, which never stores the B x heads x T x T
+-- scores.
 ---------------------------------------------------------------------------------------------
 local Attn, AttnParent = torch.class('tochamodels.CausalSelfAttention', 'nn.Container', M)
 

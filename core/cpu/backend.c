@@ -18,6 +18,7 @@
 #define CPU_KERNEL_SOFTMAX tc_cpu_softmax
 #define CPU_KERNEL_NORM tc_cpu_norm
 #define CPU_KERNEL_RNN tc_cpu_rnn
+#define CPU_KERNEL_ATTN tc_cpu_attn
 
 const tc_backend tc_cpu_backend = {
     .name = "cpu",

@@ -33,6 +33,8 @@ local CAUSAL = {causal = true} -- torch.softmax's option table, made once
 -- Output: (L, B, E) (or batch first); self.attnWeights = the weights averaged over heads,
 -- (B, L, S), as PyTorch's need_weights (nil with needWeights = false). Byte masks get no gradient; a float mask is an
 -- input like any other (its gradInput is that of the scores it is added to).
+-- Without masks, needWeights or dropout (in training) the heads' attention is one fused op
+-- (torch._attention): no (L, S) scores or weights are stored.
 ---------------------------------------------------------------------------------------------
 local MHA, MHAParent = torch.class('nn.MultiheadAttention', 'nn.Module')
 
@@ -172,10 +174,32 @@ function MHA:updateOutput(input)
    local wq, bq = part(0)
    local wk, bk = part(1)
    local wv, bv = part(2)
-   -- PyTorch scales q after the projection (bias included) by 1/sqrt(hd)
-   local qh = torch.mul(self:_heads(proj(q, wq, bq), L, B), 1 / math.sqrt(hd))
+   local qh = self:_heads(proj(q, wq, bq), L, B)
    local kh = self:_heads(proj(k, wk, bk), S, B)
    local vh = self:_heads(proj(v, wv, bv), S, B)
+   local o
+   if am == nil and kpm == nil and self.needWeights == false and (self.dropout == 0 or self.train == false) then
+      -- nothing but softmax(q k^T / sqrt(hd)) v: the fused op, no (L, S) scores stored
+      self.attnWeights = nil
+      o = torch._attention(qh, kh, vh, 1 / math.sqrt(hd), self.causal)
+   else
+      o = self:_attend(qh, kh, vh, am, kpm, B, L, S)
+   end
+   o = o:view(B, nh, L, hd)
+   o = self.batchFirst and o:transpose(2, 3) or o:permute(3, 1, 2, 4)   -- (B|L, L|B, nh, hd)
+   o = o:contiguous():view(B * L, E)
+   local wo, bo = self.out_proj_weight, self.out_proj_bias
+   local out = bo and torch.addmm(bo:view(1, E):expand(B * L, E), o, wo:t()) or torch.mm(o, wo:t())
+   self.output = self.batchFirst and out:view(B, L, E) or out:view(L, B, E)
+   return self.output
+end
+
+-- The heads' attention as two products around a softmax, with masks, the weights kept
+-- (needWeights) and dropout: (B*nh, L, hd).
+function MHA:_attend(qh, kh, vh, am, kpm, B, L, S)
+   local nh, hd = self.numHeads, self.headDim
+   -- PyTorch scales q after the projection (bias included) by 1/sqrt(hd)
+   qh = torch.mul(qh, 1 / math.sqrt(hd))
    local scores = torch.bmm(qh, kh:transpose(2, 3))          -- (B*nh, L, S)
    if am ~= nil then scores = torch.add(scores, additive(am, scores)) end
    if kpm ~= nil then
@@ -189,13 +213,7 @@ function MHA:updateOutput(input)
       local keep = 1 - self.dropout
       attn = torch.cmul(attn, attn.new():resizeAs(attn):bernoulli(keep):div(keep))
    end
-   local o = torch.bmm(attn, vh):view(B, nh, L, hd)           -- (B, nh, L, hd)
-   o = self.batchFirst and o:transpose(2, 3) or o:permute(3, 1, 2, 4)   -- (B|L, L|B, nh, hd)
-   o = o:contiguous():view(B * L, E)
-   local wo, bo = self.out_proj_weight, self.out_proj_bias
-   local out = bo and torch.addmm(bo:view(1, E):expand(B * L, E), o, wo:t()) or torch.mm(o, wo:t())
-   self.output = self.batchFirst and out:view(B, L, E) or out:view(L, B, E)
-   return self.output
+   return torch.bmm(attn, vh)
 end
 
 function MHA:clearState()

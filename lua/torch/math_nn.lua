@@ -306,8 +306,8 @@ end
 -- torch.scaledDotProductAttention(query, key, value [, opts]) -> output, weights:
 -- PyTorch's F.scaled_dot_product_attention, softmax(query key^T * scale + mask) value over the
 -- last two dims. query (..., L, E), key (..., S, E), value (..., S, Ev), the same leading
--- dims (any number, none included) -> output (..., L, Ev); weights (..., L, S) are the
--- softmax's (after dropout), which PyTorch does not return. opts:
+-- dims (any number, none included) -> output (..., L, Ev) and, with needWeights, the
+-- softmax's weights (..., L, S) (after dropout), which PyTorch does not return. opts:
 --   scale   (1 / sqrt(E)), applied to query before the product (as nn.MultiheadAttention);
 --   causal  (false): query i attends to keys 1..i only (top-left aligned, PyTorch's
 --           is_causal), through the causal softmax: no mask tensor is made;
@@ -315,11 +315,14 @@ end
 --           says which keys each query attends to (true / nonzero = attend: PyTorch's
 --           convention for this function, the opposite of nn.MultiheadAttention's masks);
 --   dropout (0): zeroes each weight with this probability and scales the rest by 1/(1-p);
---           as PyTorch's dropout_p it applies whenever given (there is no training flag).
--- Made of ordinary differentiable ops (two batched products around a softmax), so autograd,
--- graph mode, autocast and the GPU follow.
+--           as PyTorch's dropout_p it applies whenever given (there is no training flag);
+--   needWeights (false): also return the weights.
+-- Without a mask, dropout or needWeights it is one fused op (torch._attention): the (L, S)
+-- weights are never stored, forward or backward. Otherwise two batched products around a
+-- softmax. Both are ordinary differentiable ops, so autograd, graph mode, autocast and the
+-- GPU follow.
 local SDPA = 'scaledDotProductAttention'
-local SDPA_OPTS = {scale = 'number', causal = 'boolean', mask = 'tensor', dropout = 'number'}
+local SDPA_OPTS = {scale = 'number', causal = 'boolean', mask = 'tensor', dropout = 'number', needWeights = 'boolean'}
 local CAUSAL = {causal = true}
 
 local function sdpa_mask(m, lead, N, L, S, like)
@@ -363,6 +366,30 @@ local function attend(q, k, v, opts, lead, N, L, S, E, Ev)
    return out:view(torch.LongStorage(osz)), w:view(torch.LongStorage(wsz))
 end
 
+-- torch._attention(q, k, v, scale, causal) -> out, lse: the fused op (ops.def: attention) on
+-- 3-D q (N, L, E), k (N, S, E), v (N, S, Ev): out (N, L, Ev) and the log-sum-exp of each
+-- query's scores (N, L), float32 for half inputs. The (L, S) weights are never made, in
+-- the forward or (its rule recomputes them a block at a time) the backward.
+function torch._attention(q, k, v, scale, causal)
+   tp(q, '_attention'); tp(k, '_attention'); tp(v, '_attention')
+   IN[0], IN[1], IN[2] = q.p, k.p, v.p
+   P.s[0], P.i[0] = scale, causal and 1 or 0
+   local out, lse = run2(C.TC_OP_ATTENTION, 3, nil, nil, 2) -- not a tail call: the error names the caller's line
+   return out, lse
+end
+
+-- softmax(q k^T scale) v through the fused op: no mask, no dropout, no weights wanted.
+local function attend_fused(q, k, v, opts, lead, N, L, S, E, Ev)
+   local q3 = q:dim() == 3 and q or q:contiguous():view(N, L, E)
+   local k3 = k:dim() == 3 and k or k:contiguous():view(N, S, E)
+   local v3 = v:dim() == 3 and v or v:contiguous():view(N, S, Ev)
+   local out = torch._attention(q3, k3, v3, opts.scale or 1 / math.sqrt(E), opts.causal)
+   if q:dim() == 3 then return out, nil end
+   lead[#lead + 1] = L
+   lead[#lead + 1] = Ev
+   return out:view(torch.LongStorage(lead)), nil
+end
+
 function torch.scaledDotProductAttention(query, key, value, opts)
    tp(query, SDPA); tp(key, SDPA); tp(value, SDPA)
    opts = opts or {}
@@ -370,7 +397,7 @@ function torch.scaledDotProductAttention(query, key, value, opts)
    for k, v in pairs(opts) do
       local want = SDPA_OPTS[k]
       if want == nil then
-         argerror(SDPA, 'unknown option ' .. tostring(k) .. ' (known: causal, dropout, mask, scale)', 2)
+         argerror(SDPA, 'unknown option ' .. tostring(k) .. ' (known: causal, dropout, mask, needWeights, scale)', 2)
       end
       if (want == 'tensor' and not isT(v)) or (want ~= 'tensor' and type(v) ~= want) then
          argerror(SDPA, ('option %s must be a %s, got %s'):format(k, want, describe(v)), 2)
@@ -396,7 +423,9 @@ function torch.scaledDotProductAttention(query, key, value, opts)
          .. 'the same leading dims)'):format(describe(query), describe(key), describe(value)), 2)
    end
    -- the steps' own errors (tensors on different devices, ...) are reported at the caller
-   local okr, out, w = pcall(attend, query, key, value, opts, lead, N, L, S, E, Ev)
+   -- weights wanted, a mask or dropout: the two products around a softmax; else the fused op
+   local composed = opts.needWeights or opts.mask ~= nil or (opts.dropout or 0) > 0
+   local okr, out, w = pcall(composed and attend or attend_fused, query, key, value, opts, lead, N, L, S, E, Ev)
    if not okr then
       if type(out) ~= 'string' then error(out, 0) end -- a graph break and the like, as they are
       argerror(SDPA, (out:gsub('^[^\n]-:%d+: ', '')), 2)

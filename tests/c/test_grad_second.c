@@ -196,6 +196,10 @@ TEST(grad_rules_second_derivatives_softmax)
     }
     GG(SOFTMAX, P(.i = {1, 1}), x); /* causal: the masked entries' y is 0, so are their gradients */
     GG(SOFTMAX_BACKWARD, P(.i = {1, 1}), g, y); /* causal: y free, its left-out part unread */
+    /* fused attention: under create_graph its rule composes products and the softmax ops */
+    tc_tensor *q = R(3, SZ(1, 3, 2), -1, 1), *k = R(3, SZ(1, 4, 2), -1, 1), *v = R(3, SZ(1, 4, 3), -1, 1);
+    GG(ATTENTION, P(.s = {0.7}), q, k, v);
+    GG(ATTENTION, P(.s = {0.7}, .i = {1}), q, k, v);
     ct_drop();
 }
 

@@ -139,7 +139,7 @@ describe('torch.scaledDotProductAttention', function()
          local q = T(c.query):requires_grad_(true)
          local k = T(c.key):requires_grad_(true)
          local v = T(c.value):requires_grad_(true)
-         local opts = {causal = c.causal, scale = c.scale}
+         local opts = {causal = c.causal, scale = c.scale, needWeights = true}
          if c.mask then opts.mask = T(c.mask) end
          if c.bool_mask then opts.mask = T(c.bool_mask):byte() end
          local out, w = torch.scaledDotProductAttention(q, k, v, opts)
@@ -174,9 +174,47 @@ describe('torch.scaledDotProductAttention', function()
       end
    end)
 
+   it('is one fused op without a mask, dropout or needWeights (the weights never stored)', function()
+      -- (2, 2, L, E) inputs: leading dims, L above and below S, causal or not
+      for _, sz in ipairs({{5, 7, 4, 3}, {9, 4, 3, 6}}) do
+         local L, S, E, Ev = sz[1], sz[2], sz[3], sz[4]
+         local q, k, v = torch.randn(2, 2, L, E), torch.randn(2, 2, S, E), torch.randn(2, 2, S, Ev)
+         local go = torch.randn(2, 2, L, Ev)
+         for _, causal in ipairs({false, true}) do
+            local grads = {}
+            for pass, want in ipairs({false, true}) do
+               local qr, kr, vr = q:clone():requires_grad_(true), k:clone():requires_grad_(true), v:clone():requires_grad_(true)
+               local out, w = torch.scaledDotProductAttention(qr, kr, vr, {causal = causal, needWeights = want, scale = 0.6})
+               assert.are.same({2, 2, L, Ev}, out:size():totable())
+               if want then assert.are.same({2, 2, L, S}, w:size():totable()) else assert.is_nil(w) end
+               torch.autograd.backward({out}, {go})
+               grads[pass] = {out:detach(), qr.grad, kr.grad, vr.grad}
+            end
+            for i = 1, 4 do near(grads[1][i], grads[2][i], 1e-12) end
+         end
+      end
+      -- the tape holds one AttentionBackward node, not products and a softmax
+      local q = torch.randn(3, 4, 2):requires_grad_(true)
+      local out = torch.scaledDotProductAttention(q, q, q, {causal = true})
+      assert.are.equal('AttentionBackward', out.grad_fn)
+      local o2, lse = torch._attention(q:detach(), q:detach(), q:detach(), 1, false)
+      assert.are.same({3, 4}, lse:size():totable())
+      assert.are.equal('torch.DoubleTensor', lse:type())
+      -- float half: out in its dtype, lse float32 (as PyTorch's flash attention)
+      local h = q:detach():float():bfloat16()
+      local oh, lh = torch._attention(h, h, h, 1, true)
+      assert.are.equal('torch.BFloat16Tensor', oh:type())
+      assert.are.equal('torch.FloatTensor', lh:type())
+      near(oh:double(), torch._attention(q:detach(), q:detach(), q:detach(), 1, true), 3e-2)
+      assert.are.same({3, 4, 2}, o2:size():totable())
+   end)
+
    it('reports bad input at the caller with sizes', function()
       local q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 2)
       local f = torch.scaledDotProductAttention
+      U.expect_error('attention: key (2,5,4) must be (2,S,3) (from query (2,3,3))',
+                     function() torch._attention(torch.randn(2, 3, 3), k, v, 1, false) end)
+      U.expect_error('_attention: expected a tensor, got nil', function() torch._attention(q, k) end)
       U.expect_error('scaledDotProductAttention: query', function() f(q, torch.randn(3, 5, 4), v) end)
       U.expect_error('do not agree', function() f(q, k, torch.randn(2, 4, 2)) end)
       U.expect_error('do not agree', function() f(torch.randn(4), k, v) end)
@@ -185,7 +223,7 @@ describe('torch.scaledDotProductAttention', function()
       end)
       U.expect_error('scaledDotProductAttention: expected a float, Bool or Byte mask, got torch.LongTensor',
                      function() f(q, k, v, {mask = torch.LongTensor(3, 5):zero()}) end)
-      U.expect_error('scaledDotProductAttention: unknown option is_causal (known: causal, dropout, mask, scale)',
+      U.expect_error('scaledDotProductAttention: unknown option is_causal (known: causal, dropout, mask, needWeights, scale)',
                      function() f(q, k, v, {is_causal = true}) end)
       U.expect_error('scaledDotProductAttention: option causal must be a boolean, got', function()
          f(q, k, v, {causal = 1})

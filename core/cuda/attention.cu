@@ -1,0 +1,351 @@
+/* attention.cu -- the CUDA kernels of the ATTN kind (ops.def): fused scaled dot-product
+ * attention and its backward, flash-attention style: the (L, S) scores and weights are never
+ * written to memory, only lse (one number per query) is kept between the passes. CPU twin:
+ * core/cpu/attention.c.
+ *
+ *   forward   one thread per query row, 64 rows a block; the block walks the keys a tile at
+ *             a time (K and V tiles in shared memory) with a running max m, sum l and output
+ *             accumulator o in registers (online softmax): per tile m' = max(m, scores),
+ *             o = o e^(m - m') + sum_j e^(s_j - m') v_j, l likewise; out = o / l and
+ *             lse = m + log l at the end.
+ *   backward  two kernels, no atomics, so the sums do not depend on timing:
+ *             dq    one thread per query row: D = sum(gout * out) (kept for the next
+ *                   kernel), then over the key tiles P = e^(s - lse), dS = P (gout.v - D),
+ *                   gq = scale sum_j dS k_j;
+ *             dkdv  one thread per key row (its k and v rows in shared memory): over tiles of
+ *                   queries, gv = sum_i P g_i and gk = scale sum_i dS q_i.
+ * Every kernel computes in float (double for f64), reading f16/bf16 through ld(); sizes
+ * go through a compile-time bucket D >= max(E, Ev) (64 or 128; larger feature sizes are
+ * TC_ERR_UNSUPPORTED, which runs the CPU kernel on the host). A causal call bounds each
+ * block's key range by its last query and leaves keys j > i out of row i. Strided operands
+ * are made dense first; a result that overlaps an input is computed into scratch and copied.
+ * These are plain CUDA-core kernels (no tensor-core MMA): correct and memory-lean, their speed
+ * against cuBLAS products plus the softmax passes has not been measured on a GPU.
+ * NOTE: compiled with nvcc 13 but never run on a GPU (docs/cuda.md); over the emulator
+ * every golden case runs through them.
+ */
+#include "kern.h"
+#include "strided.h"
+#include <math.h>
+
+using namespace tck;
+
+namespace {
+
+/* Block geometry for bucket D and compute type C, sized so the static shared memory stays
+ * under 48 KB: BR query rows (threads) and BC-key tiles for the forward and dq kernels, KR
+ * key rows (threads) and QT-query tiles for dkdv. */
+template <int D, class C> struct cfg {
+    static constexpr int ROW = D * (int)sizeof(C);
+    static constexpr int BR = 64;
+    static constexpr int BC = ROW <= 256 ? 32 : 16;
+    static constexpr int KR = ROW <= 256 ? 64 : ROW <= 512 ? 32 : 16;
+    static constexpr int QT = KR / 4;
+};
+
+struct aargs {
+    int64_t N, L, S, E, Ev, nqb; /* nqb: query blocks per problem (forward, dq) */
+    double scale;
+    int causal;
+};
+
+/* Keys query i attends (0 for a row past L). */
+__device__ __forceinline__ int64_t live_keys(const aargs &a, int64_t i)
+{
+    if (i >= a.L) return 0;
+    return a.causal && i + 1 < a.S ? i + 1 : a.S;
+}
+
+/* The keys a block of queries [i0, i0 + rows) attends at all. */
+__device__ __forceinline__ int64_t block_keys(const aargs &a, int64_t i0, int rows)
+{
+    int64_t last = i0 + rows < a.L ? i0 + rows : a.L;
+    return a.causal && last < a.S ? last : a.S;
+}
+
+/* Rows [j0, j0 + nb) of the (S, E) k and (S, Ev) v of problem n into BC x D tiles (zeros
+ * past nb and past E / Ev, so every dot product can run over all D). */
+template <int BC, int D, class S, class C>
+__device__ void load_kv_tile(C (*ks)[D], C (*vs)[D], const S *k, const S *v, const aargs &a, int64_t n,
+                             int64_t j0, int64_t nb)
+{
+    for (int t = threadIdx.x; t < BC * D; t += blockDim.x) {
+        int r = t / D, e = t % D;
+        int64_t j = n * a.S + j0 + r;
+        ks[r][e] = r < nb && e < a.E ? (C)ld(k + j * a.E + e) : (C)0;
+        vs[r][e] = r < nb && e < a.Ev ? (C)ld(v + j * a.Ev + e) : (C)0;
+    }
+}
+
+template <int DT, int D>
+__global__ void __launch_bounds__(64) attn_forward_kernel(const typename dt<DT>::S *q, const typename dt<DT>::S *k,
+                                                          const typename dt<DT>::S *v, typename dt<DT>::S *out,
+                                                          typename dt<DT>::C *lse, aargs a)
+{
+    using C = typename dt<DT>::C;
+    using G = cfg<D, C>;
+    __shared__ C ks[G::BC][D], vs[G::BC][D];
+    const int64_t n = blockIdx.x / a.nqb, i0 = (blockIdx.x % a.nqb) * (int64_t)G::BR, i = i0 + threadIdx.x;
+    const int64_t live = live_keys(a, i), nkeys = block_keys(a, i0, G::BR);
+    C qr[D], o[D];
+    const auto *qp = q + (n * a.L + (i < a.L ? i : 0)) * a.E;
+#pragma unroll
+    for (int e = 0; e < D; e++) qr[e] = i < a.L && e < a.E ? (C)ld(qp + e) * (C)a.scale : (C)0, o[e] = 0;
+    C m = -INFINITY, l = 0;
+    for (int64_t j0 = 0; j0 < nkeys; j0 += G::BC) {
+        __syncthreads();
+        load_kv_tile<G::BC, D>(ks, vs, k, v, a, n, j0, nkeys - j0 < G::BC ? nkeys - j0 : G::BC);
+        __syncthreads();
+        C s[G::BC], mt = m;
+#pragma unroll
+        for (int c = 0; c < G::BC; c++) {
+            C acc = 0;
+#pragma unroll
+            for (int e = 0; e < D; e++) acc += qr[e] * ks[c][e];
+            s[c] = acc;
+            if (j0 + c < live && acc > mt) mt = acc; /* NaN never wins: it reaches l through exp */
+        }
+        C base = mt == -INFINITY ? (C)0 : mt, alpha = exp(m - base); /* m = -inf: alpha 0, o and l are 0 */
+        l *= alpha;
+#pragma unroll
+        for (int e = 0; e < D; e++) o[e] *= alpha;
+#pragma unroll
+        for (int c = 0; c < G::BC; c++) {
+            if (j0 + c >= live) continue;
+            C p = exp(s[c] - base);
+            l += p;
+#pragma unroll
+            for (int e = 0; e < D; e++) o[e] += p * vs[c][e];
+        }
+        m = mt;
+    }
+    if (i >= a.L) return;
+    C inv = (C)1 / l;
+    auto *op = out + (n * a.L + i) * a.Ev;
+#pragma unroll
+    for (int e = 0; e < D; e++)
+        if (e < a.Ev) st(op + e, o[e] * inv);
+    lse[n * a.L + i] = m + log(l);
+}
+
+/* gq, and D = sum(gout * out) per query row into drow for the dkdv kernel. */
+template <int DT, int D>
+__global__ void __launch_bounds__(64) attn_dq_kernel(const typename dt<DT>::S *g, const typename dt<DT>::S *q,
+                                                     const typename dt<DT>::S *k, const typename dt<DT>::S *v,
+                                                     const typename dt<DT>::S *out, const typename dt<DT>::C *lse,
+                                                     typename dt<DT>::S *gq, typename dt<DT>::C *drow, aargs a)
+{
+    using C = typename dt<DT>::C;
+    using G = cfg<D, C>;
+    __shared__ C ks[G::BC][D], vs[G::BC][D];
+    const int64_t n = blockIdx.x / a.nqb, i0 = (blockIdx.x % a.nqb) * (int64_t)G::BR, i = i0 + threadIdx.x;
+    const int64_t live = live_keys(a, i), nkeys = block_keys(a, i0, G::BR);
+    const int64_t row = n * a.L + (i < a.L ? i : 0);
+    C qr[D], gr[D], dq[D], Di = 0;
+#pragma unroll
+    for (int e = 0; e < D; e++) {
+        qr[e] = i < a.L && e < a.E ? (C)ld(q + row * a.E + e) * (C)a.scale : (C)0;
+        gr[e] = i < a.L && e < a.Ev ? (C)ld(g + row * a.Ev + e) : (C)0;
+        if (i < a.L && e < a.Ev) Di += gr[e] * (C)ld(out + row * a.Ev + e);
+        dq[e] = 0;
+    }
+    if (i < a.L) drow[row] = Di;
+    const C li = i < a.L ? lse[row] : (C)0;
+    for (int64_t j0 = 0; j0 < nkeys; j0 += G::BC) {
+        __syncthreads();
+        load_kv_tile<G::BC, D>(ks, vs, k, v, a, n, j0, nkeys - j0 < G::BC ? nkeys - j0 : G::BC);
+        __syncthreads();
+#pragma unroll
+        for (int c = 0; c < G::BC; c++) {
+            if (j0 + c >= live) continue;
+            C s = 0, dp = 0;
+#pragma unroll
+            for (int e = 0; e < D; e++) s += qr[e] * ks[c][e], dp += gr[e] * vs[c][e];
+            C ds = exp(s - li) * (dp - Di);
+#pragma unroll
+            for (int e = 0; e < D; e++) dq[e] += ds * ks[c][e];
+        }
+    }
+    if (i >= a.L) return;
+#pragma unroll
+    for (int e = 0; e < D; e++)
+        if (e < a.E) st(gq + row * a.E + e, dq[e] * (C)a.scale);
+}
+
+/* gk and gv of KR key rows per block; grid: ceil(S / KR) blocks per problem. */
+template <int DT, int D>
+__global__ void __launch_bounds__(64) attn_dkdv_kernel(const typename dt<DT>::S *g, const typename dt<DT>::S *q,
+                                                       const typename dt<DT>::S *k, const typename dt<DT>::S *v,
+                                                       const typename dt<DT>::C *lse, const typename dt<DT>::C *drow,
+                                                       typename dt<DT>::S *gkv, int64_t nkb, aargs a)
+{
+    using C = typename dt<DT>::C;
+    using G = cfg<D, C>;
+    /* the block's key rows, padded to D + 1 so each thread reading its own row hits its own bank */
+    __shared__ C kr[G::KR][D + 1], vr[G::KR][D + 1];
+    __shared__ C qs[G::QT][D], gs[G::QT][D], ls[G::QT], ds[G::QT];
+    const int64_t n = blockIdx.x / nkb, j0 = (blockIdx.x % nkb) * (int64_t)G::KR, j = j0 + threadIdx.x;
+    for (int t = threadIdx.x; t < G::KR * D; t += blockDim.x) {
+        int r = t / D, e = t % D;
+        int64_t jj = j0 + r, off = n * a.S + jj;
+        kr[r][e] = jj < a.S && e < a.E ? (C)ld(k + off * a.E + e) : (C)0;
+        vr[r][e] = jj < a.S && e < a.Ev ? (C)ld(v + off * a.Ev + e) : (C)0;
+    }
+    C dk[D], dv[D];
+#pragma unroll
+    for (int e = 0; e < D; e++) dk[e] = 0, dv[e] = 0;
+    /* causal: queries before j0 attend none of these keys */
+    for (int64_t i0 = a.causal ? j0 / G::QT * G::QT : 0; i0 < a.L; i0 += G::QT) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < G::QT * D; t += blockDim.x) {
+            int r = t / D, e = t % D;
+            int64_t ii = i0 + r, row = n * a.L + ii;
+            qs[r][e] = ii < a.L && e < a.E ? (C)ld(q + row * a.E + e) : (C)0;
+            gs[r][e] = ii < a.L && e < a.Ev ? (C)ld(g + row * a.Ev + e) : (C)0;
+            if (e == 0) ls[r] = ii < a.L ? lse[row] : (C)0, ds[r] = ii < a.L ? drow[row] : (C)0;
+        }
+        __syncthreads();
+        if (j >= a.S) continue;
+#pragma unroll
+        for (int r = 0; r < G::QT; r++) {
+            int64_t ii = i0 + r;
+            if (ii >= a.L || (a.causal && j > ii)) continue;
+            C s = 0, dp = 0;
+#pragma unroll
+            for (int e = 0; e < D; e++) s += qs[r][e] * kr[threadIdx.x][e], dp += gs[r][e] * vr[threadIdx.x][e];
+            C p = exp(s * (C)a.scale - ls[r]), dsv = p * (dp - ds[r]);
+#pragma unroll
+            for (int e = 0; e < D; e++) dv[e] += p * gs[r][e], dk[e] += dsv * qs[r][e];
+        }
+    }
+    if (j >= a.S) return;
+    auto *gp = gkv + (n * a.S + j) * (a.E + a.Ev);
+#pragma unroll
+    for (int e = 0; e < D; e++) {
+        if (e < a.E) st(gp + e, dk[e] * (C)a.scale);
+        if (e < a.Ev) st(gp + a.E + e, dv[e]);
+    }
+}
+
+/* ---- host side -------------------------------------------------------------------------- */
+
+/* Elements a view spans from its first one (non-negative strides). */
+static int64_t view_span(const tc_cuda_view &t)
+{
+    int64_t span = 1;
+    for (int d = 0; d < t.ndim; d++) span += (t.size[d] - 1) * t.stride[d];
+    return t.numel == 0 ? 0 : span;
+}
+
+static bool overlaps(const tc_cuda_view &a, const tc_cuda_view &b)
+{
+    if (!a.data || !b.data || a.numel == 0 || b.numel == 0) return false;
+    const char *a0 = (const char *)a.data, *b0 = (const char *)b.data;
+    const char *a1 = a0 + view_span(a) * cu_elsize(a.dtype), *b1 = b0 + view_span(b) * cu_elsize(b.dtype);
+    return a0 < b1 && b0 < a1;
+}
+
+/* The dense operands and results of one call, with the scratch they needed. */
+struct operands {
+    int dev;
+    tc_cuda_view in[6], out[2];
+    void *tmp[9] = {nullptr};
+    bool copy_back[2] = {false, false};
+    explicit operands(int d) : dev(d) {}
+    operands(const operands &) = delete;
+    operands &operator=(const operands &) = delete;
+    ~operands()
+    {
+        for (void *p : tmp)
+            if (p) (void)cu_scratch_free(dev, p);
+    }
+    tc_status make(const tc_cuda_call *c)
+    {
+        const char *what = cu_op_name(c->op);
+        for (int i = 0; i < c->nin; i++)
+            if (tc_status s = cu_dense_input(dev, &c->in[i], &in[i], &tmp[i], what)) return s;
+        for (int o = 0; o < 2; o++) {
+            out[o] = c->out[o];
+            bool clash = !cu_view_is_dense(&c->out[o]);
+            for (int i = 0; i < c->nin; i++) clash = clash || overlaps(c->out[o], c->in[i]);
+            if (!clash || c->out[o].numel == 0) continue;
+            if (tc_status s = cu_scratch_alloc(dev, (size_t)c->out[o].numel * cu_elsize(c->out[o].dtype), &tmp[6 + o]))
+                return s;
+            out[o] = cu_view_dense(&c->out[o], tmp[6 + o]);
+            copy_back[o] = true;
+        }
+        return TC_OK;
+    }
+    tc_status finish(const tc_cuda_call *c)
+    {
+        for (int o = 0; o < 2; o++)
+            if (copy_back[o])
+                if (tc_status s = cu_strided_copy(&c->out[o], &out[o], cu_op_name(c->op))) return s;
+        return TC_OK;
+    }
+};
+
+template <int DT, int D> static tc_status launch(int dev, const tc_cuda_call *c, operands &x, aargs a)
+{
+    using S = typename dt<DT>::S;
+    using C = typename dt<DT>::C;
+    using G = cfg<D, C>;
+    cudaStream_t st = cu_stream();
+    if (c->op == TC_OP_ATTENTION) {
+        if (a.N * a.L == 0) return TC_OK;
+        attn_forward_kernel<DT, D><<<(unsigned)(a.N * a.nqb), G::BR, 0, st>>>(
+            (const S *)x.in[0].data, (const S *)x.in[1].data, (const S *)x.in[2].data, (S *)x.out[0].data,
+            (C *)x.out[1].data, a);
+        return launched(c);
+    }
+    if (a.N * a.S == 0) return TC_OK; /* gq has no elements either (L = 0 or N = 0) */
+    scratch drow(dev);
+    if (a.L > 0) {
+        if (tc_status s = drow.get((size_t)(a.N * a.L) * sizeof(C), "attention_backward")) return s;
+        attn_dq_kernel<DT, D><<<(unsigned)(a.N * a.nqb), G::BR, 0, st>>>(
+            (const S *)x.in[0].data, (const S *)x.in[1].data, (const S *)x.in[2].data, (const S *)x.in[3].data,
+            (const S *)x.in[4].data, (const C *)x.in[5].data, (S *)x.out[0].data, drow.as<C>(), a);
+        if (tc_status s = launched(c)) return s;
+    }
+    int64_t nkb = (a.S + G::KR - 1) / G::KR;
+    attn_dkdv_kernel<DT, D><<<(unsigned)(a.N * nkb), G::KR, 0, st>>>(
+        (const S *)x.in[0].data, (const S *)x.in[1].data, (const S *)x.in[2].data, (const S *)x.in[3].data,
+        (const C *)x.in[5].data, drow.as<C>(), (S *)x.out[1].data, nkb, a);
+    return launched(c);
+}
+
+} /* namespace */
+
+tc_status cu_op_attn(int dev, const tc_cuda_call *c)
+{
+    bool bwd = c->op == TC_OP_ATTENTION_BACKWARD;
+    if (c->nin != (bwd ? 6 : 3) || c->nout != 2) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
+    const tc_cuda_view &q = c->in[bwd], &k = c->in[bwd + 1], &v = c->in[bwd + 2];
+    int d0 = q.dtype;
+    if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
+    if (q.ndim != 3 || k.ndim != 3 || v.ndim != 3)
+        return cu_fail(TC_ERR_ARG, "%s: query, key and value must be 3-D", cu_op_name(c->op));
+    aargs a{};
+    a.N = q.size[0], a.L = q.size[1], a.E = q.size[2], a.S = k.size[1], a.Ev = v.size[2];
+    a.scale = c->params.s[0], a.causal = c->params.i[0] != 0;
+    a.nqb = (a.L + 63) / 64;
+    int64_t wide = a.E > a.Ev ? a.E : a.Ev;
+    if (wide > 128)
+        return cu_fail(TC_ERR_UNSUPPORTED, "%s: no CUDA kernel for feature sizes above 128 (E %lld, Ev %lld)",
+                       cu_op_name(c->op), (long long)a.E, (long long)a.Ev);
+    if (a.N * (a.L + a.S) == 0) return TC_OK;
+    if (a.N * a.nqb > INT32_MAX || a.N * a.S > INT32_MAX)
+        return cu_fail(TC_ERR_UNSUPPORTED, "%s: %lld problems of %lld queries and %lld keys exceed one grid",
+                       cu_op_name(c->op), (long long)a.N, (long long)a.L, (long long)a.S);
+    operands x(dev);
+    if (tc_status s = x.make(c)) return s;
+    tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
+        constexpr int DT = decltype(tag)::value;
+        if constexpr (!dt<DT>::FL) {
+            return cu_unsupported(c);
+        } else {
+            return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
+        }
+    });
+    return s ? s : x.finish(c);
+}
