@@ -62,6 +62,8 @@ tc_status ct_run1(tc_op op, const tc_tensor *a, const tc_tensor *b, const tc_ten
 tc_tensor *ct_transposed(const tc_tensor *t, int a, int b); /* a view; NULL on error */
 int ct_shape_is(const tc_tensor *t, int nd, const int64_t *sz);
 int ct_near(double got, double want, double tol); /* relative tol; NaN == NaN */
+/* Same sizes and every element ct_near (the first mismatch printed); NULL never matches. */
+int ct_close_all(const tc_tensor *a, const tc_tensor *b, double tol);
 int ct_same_vals(const tc_tensor *t, const double *v, int64_t n); /* exact; prints the first miss */
 #define SAME(t, ...) ct_same_vals((t), VALS(__VA_ARGS__), (int64_t)(sizeof(VALS(__VA_ARGS__)) / sizeof(double)))
 #define SZ(...) ((const int64_t[]){__VA_ARGS__})

@@ -23,17 +23,6 @@ static tc_tensor *as(const tc_tensor *t, int dt)
     return ct_keep(r);
 }
 
-static bool close_all(const tc_tensor *a, const tc_tensor *b, double tol)
-{
-    if (!a || !b || !tc_same_shape(a, b)) return false;
-    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
-        if (!ct_near(ct_at(a, i), ct_at(b, i), tol)) {
-            printf("  element %lld: %.12g vs %.12g\n", (long long)i, ct_at(a, i), ct_at(b, i));
-            return false;
-        }
-    return true;
-}
-
 /* attention's two results (kept), NULLs with the error printed on failure. */
 static void attend(const tc_tensor *q, const tc_tensor *k, const tc_tensor *v, double scale, int causal,
                    tc_tensor **out, tc_tensor **lse)
@@ -103,15 +92,15 @@ TEST(attention_layouts_threads_half_alias)
     tc_tensor *qv = ct_keep(ct_transposed(qs, 1, 2)), *vv = ct_keep(ct_transposed(vs, 1, 2)), *o1 = NULL, *l1;
     CHECK(qt && !tc_tensor_is_contiguous(qv));
     attend(qv, k, vv, 0.4, 1, &o1, &l1);
-    CHECK(close_all(o1, ref, 0) && close_all(l1, lse_ref, 0));
+    CHECK(ct_close_all(o1, ref, 0) && ct_close_all(l1, lse_ref, 0));
     /* a strided result tensor, and a result aliasing q (each row is read before it is written) */
     tc_tensor *os = as(ct_keep(ct_transposed(q, 1, 2)), TC_F64), *ov = ct_keep(ct_transposed(os, 1, 2)), *l2;
     attend(q, k, v, 0.4, 1, &ov, &l2);
-    CHECK(close_all(ov, ref, 0));
+    CHECK(ct_close_all(ov, ref, 0));
     tc_tensor *qc = as(q, TC_F64), *l3;
     tc_tensor *alias = qc;
     attend(qc, k, v, 0.4, 1, &alias, &l3);
-    CHECK(alias == qc && close_all(qc, ref, 0));
+    CHECK(alias == qc && ct_close_all(qc, ref, 0));
     /* the thread count changes nothing, forward or backward */
     tc_tensor *g = R(3, 70, 6), *gin1[3] = {0}, *gin4[3] = {0};
     int nt = tc_get_num_threads(), was = tc_set_grad_enabled(0);
@@ -122,14 +111,14 @@ TEST(attention_layouts_threads_half_alias)
     }
     tc_set_num_threads(nt);
     tc_set_grad_enabled(was);
-    for (int i = 0; i < 3; i++) CHECK(close_all(ct_keep(gin1[i]), ct_keep(gin4[i]), 0));
+    for (int i = 0; i < 3; i++) CHECK(ct_close_all(ct_keep(gin1[i]), ct_keep(gin4[i]), 0));
     /* half inputs compute in float32: out in the input's dtype, lse float32 */
     static const int hdt[2] = {TC_F16, TC_BF16};
     for (int h = 0; h < 2; h++) {
         tc_tensor *oh = NULL, *lh;
         attend(as(q, hdt[h]), as(k, hdt[h]), as(v, hdt[h]), 0.4, 1, &oh, &lh);
         CHECK(oh && oh->dtype == hdt[h] && lh && lh->dtype == TC_F32);
-        CHECK(close_all(oh, ref, h ? 4e-2 : 5e-3) && close_all(lh, lse_ref, h ? 4e-2 : 5e-3));
+        CHECK(ct_close_all(oh, ref, h ? 4e-2 : 5e-3) && ct_close_all(lh, lse_ref, h ? 4e-2 : 5e-3));
     }
     ct_drop();
 }
@@ -150,7 +139,7 @@ TEST(attention_fused_backward_matches_composed)
                 CHECK_OK(gc_run_rule(TC_OP_ATTENTION, in, 3, P(.s = {0.3}, .i = {c}), gout, NULL, mode ? comp : fused));
                 tc_set_grad_enabled(was);
             }
-            for (int i = 0; i < 3; i++) CHECK(close_all(ct_keep(fused[i]), ct_keep(comp[i]), 1e-11));
+            for (int i = 0; i < 3; i++) CHECK(ct_close_all(ct_keep(fused[i]), ct_keep(comp[i]), 1e-11));
         }
     ct_drop();
 }

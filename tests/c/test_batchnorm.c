@@ -15,17 +15,6 @@ static tc_tensor *R(int nd, const int64_t *sz, double lo, double hi)
     return ct_keep(gc_rand(TC_F64, nd, sz, lo, hi, seed++));
 }
 
-static bool close_all(const tc_tensor *a, const tc_tensor *b, double tol)
-{
-    if (!a || !b || !tc_same_shape(a, b)) return false;
-    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
-        if (!ct_near(ct_at(a, i), ct_at(b, i), tol)) {
-            printf("  element %lld: %.12g vs %.12g\n", (long long)i, ct_at(a, i), ct_at(b, i));
-            return false;
-        }
-    return true;
-}
-
 /* batch_norm's two results (kept), or NULLs with the error printed. */
 static void bn(const tc_tensor *x, const tc_tensor *w, const tc_tensor *b, const tc_tensor *rm, const tc_tensor *rv,
                int train, double eps, tc_tensor **y, tc_tensor **stats)
@@ -95,16 +84,16 @@ TEST(bn_fused_matches_composed)
         tc_tensor *ga[3], *gb[3], *gn[3], *ones = NULL;
         CHECK(engine_grads(x, w, b, rm, rv, train, G, 0, ga));
         CHECK(engine_grads(x, w, b, rm, rv, train, G, 1, gb));
-        for (int i = 0; i < 3; i++) CHECK(close_all(ga[i], gb[i], 1e-10));
+        for (int i = 0; i < 3; i++) CHECK(ct_close_all(ga[i], gb[i], 1e-10));
         /* no weight and bias: as weight ones (and the x gradient alone) */
         tc_tensor_new(TC_F64, 1, SZ(4), &ones);
         ct_keep(ones);
         tc_op_run(TC_OP_FILL, NULL, 0, P(.s = {1}), &ones, 1);
         CHECK(engine_grads(x, NULL, NULL, rm, rv, train, G, 0, gn));
         CHECK(engine_grads(x, ones, NULL, rm, rv, train, G, 0, ga));
-        CHECK(close_all(gn[0], ga[0], 1e-12));
+        CHECK(ct_close_all(gn[0], ga[0], 1e-12));
         CHECK(engine_grads(x, NULL, NULL, rm, rv, train, G, 1, gb));
-        CHECK(close_all(gn[0], gb[0], 1e-10));
+        CHECK(ct_close_all(gn[0], gb[0], 1e-10));
     }
     ct_drop();
 }
@@ -124,7 +113,7 @@ TEST(bn_forward_layouts_threads_half)
         tc_set_num_threads(nt > 1 ? nt : 4);
         bn(x, w, b, NULL, NULL, 1, 1e-5, &y2, &s2);
         tc_set_num_threads(nt);
-        CHECK(close_all(y1, y2, 0) && close_all(s1, s2, 0));
+        CHECK(ct_close_all(y1, y2, 0) && ct_close_all(s1, s2, 0));
         /* y has zero mean and unit biased variance per channel (weight 1, bias 0) */
         tc_tensor *yn, *sn;
         bn(x, NULL, NULL, NULL, NULL, 1, 0, &yn, &sn);
@@ -147,7 +136,7 @@ TEST(bn_forward_layouts_threads_half)
         CHECK_OK(tc_op_run(TC_OP_BATCH_NORM, (const tc_tensor *const[]){xc, w, b, NULL, NULL}, 5,
                            P(.s = {1e-5}, .i = {1}), out, 2));
         ct_keep(out[1]);
-        CHECK(out[0] == xc && close_all(xc, y1, 0));
+        CHECK(out[0] == xc && ct_close_all(xc, y1, 0));
         /* half input with float32 weight: f32 statistics, close to the float64 result */
         tc_tensor *xh = NULL, *wf = NULL, *bf = NULL, *yh, *sh;
         tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){x}, 1, P(.i = {TC_F16}), &xh, 1);
@@ -156,7 +145,7 @@ TEST(bn_forward_layouts_threads_half)
         ct_keep(xh), ct_keep(wf), ct_keep(bf);
         bn(xh, wf, bf, NULL, NULL, 1, 1e-5, &yh, &sh);
         CHECK(yh && yh->dtype == TC_F16 && sh && sh->dtype == TC_F32);
-        CHECK(close_all(yh, y1, 5e-3));
+        CHECK(ct_close_all(yh, y1, 5e-3));
     }
     ct_drop();
 }

@@ -97,3 +97,14 @@ void ct_drop(void)
     for (int i = 0; i < npool; i++) tc_tensor_release(pool[i]);
     npool = 0;
 }
+
+int ct_close_all(const tc_tensor *a, const tc_tensor *b, double tol)
+{
+    if (!a || !b || !ct_shape_is(b, a->ndim, a->size)) return 0;
+    for (int64_t i = 0; i < tc_tensor_numel(a); i++)
+        if (!ct_near(ct_at(a, i), ct_at(b, i), tol)) {
+            printf("  element %lld: %.12g vs %.12g\n", (long long)i, ct_at(a, i), ct_at(b, i));
+            return 0;
+        }
+    return 1;
+}
