@@ -310,7 +310,7 @@ end
 -- softmax's weights (..., L, S) (after dropout), which PyTorch does not return. opts:
 --   scale   (1 / sqrt(E)), applied to query before the product (as nn.MultiheadAttention);
 --   causal  (false): query i attends to keys 1..i only (top-left aligned, PyTorch's
---           is_causal), through the causal softmax: no mask tensor is made;
+--           is_causal): no mask tensor is made;
 --   mask    (L, S) or (..., L, S): a float mask is added to the scores; a Bool/ByteTensor
 --           says which keys each query attends to (true / nonzero = attend: PyTorch's
 --           convention for this function, the opposite of nn.MultiheadAttention's masks);
@@ -430,5 +430,5 @@ function torch.scaledDotProductAttention(query, key, value, opts)
       if type(out) ~= 'string' then error(out, 0) end -- a graph break and the like, as they are
       argerror(SDPA, (out:gsub('^[^\n]-:%d+: ', '')), 2)
    end
-   return out, w
+   return out, opts.needWeights and w or nil -- weights only when asked for, whichever path ran
 end

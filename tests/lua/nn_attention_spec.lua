@@ -152,6 +152,7 @@ describe('torch.scaledDotProductAttention', function()
          if c.bool_mask then -- a BoolTensor mask means the same as the ByteTensor one
             local b = T(c.bool_mask):ne(0)
             near(torch.scaledDotProductAttention(q, k, v, {mask = b, scale = c.scale}), out, 0)
+            assert.is_nil(select(2, torch.scaledDotProductAttention(q, k, v, {mask = b, scale = c.scale})))
          end
       end)
    end
