@@ -46,6 +46,7 @@ static const uint8_t op_class[TC_OP_COUNT] = {
     [TC_OP_STD] = TC_AUTOCAST_FP32,      [TC_OP_NORM] = TC_AUTOCAST_FP32,
     [TC_OP_CUMSUM] = TC_AUTOCAST_FP32,   [TC_OP_CUMPROD] = TC_AUTOCAST_FP32,
     [TC_OP_SOFTMAX] = TC_AUTOCAST_FP32,  [TC_OP_LOG_SOFTMAX] = TC_AUTOCAST_FP32,
+    [TC_OP_LAYER_NORM] = TC_AUTOCAST_FP32, /* PyTorch's layer_norm: float32 in and out */
 };
 
 static int policy_of(tc_op op, const tc_opinfo *info)
@@ -57,7 +58,8 @@ static int policy_of(tc_op op, const tc_opinfo *info)
         return TC_AUTOCAST_NONE;
     /* batch norm takes a half input beside float32 weights and statistics and keeps the
      * input's dtype, as PyTorch's autocast leaves it: promoting would run every normalised
-     * activation of a half network in float32 */
+     * activation of a half network in float32 (layer_norm is on the FP32 list above; its
+     * backward, like batch norm's, takes the forward's tensors as they are) */
     if (info->kind == TC_KIND_NORM) return TC_AUTOCAST_NONE;
     /* attention_backward takes the forward's half tensors beside its float32 lse */
     if (op == TC_OP_ATTENTION_BACKWARD) return TC_AUTOCAST_NONE;

@@ -218,7 +218,8 @@ tc_status tc_cpu_random(const tc_kcall *k);
 tc_status tc_cpu_conv(const tc_kcall *k);    /* conv.c */
 tc_status tc_cpu_pool(const tc_kcall *k);    /* pool.c */
 tc_status tc_cpu_softmax(const tc_kcall *k); /* softmax.c */
-tc_status tc_cpu_norm(const tc_kcall *k);    /* batchnorm.c */
+tc_status tc_cpu_norm(const tc_kcall *k);    /* batchnorm.c (layer_norm: layernorm.c) */
+tc_status tc_cpu_layer_norm(const tc_kcall *k); /* layernorm.c */
 tc_status tc_cpu_rnn(const tc_kcall *k);     /* rnn.c */
 tc_status tc_cpu_attn(const tc_kcall *k);    /* attention.c */
 

@@ -187,7 +187,7 @@ typedef enum tc_opkind {
     TC_KIND_CONV,    /* conv2d, conv_transpose2d, conv2d_weight (core/shape_nn.c) */
     TC_KIND_POOL,    /* max/avg/adaptive pooling and their backward ops */
     TC_KIND_SOFTMAX, /* softmax, log_softmax along a dim */
-    TC_KIND_NORM,    /* batch_norm and its backward op (core/shape_bn.c) */
+    TC_KIND_NORM,    /* batch_norm, layer_norm and their backward ops (core/shape_bn.c) */
     TC_KIND_RNN,     /* whole-sequence recurrent layers and their backward (core/shape_rnn.c) */
     TC_KIND_ATTN,    /* fused scaled dot-product attention and its backward (core/shape_attn.c) */
     TC_KIND_COUNT

@@ -76,6 +76,7 @@ void tc_grad_rules_shape(tc_grad_rule *t);  /* rules_shape.c: views, index, cat 
 void tc_grad_rules_nn(tc_grad_rule *t);     /* rules_nn.c: conv, pooling, softmax, ... */
 void tc_grad_rules_rnn(tc_grad_rule *t);    /* rules_rnn.c: the recurrent op */
 void tc_grad_rules_attn(tc_grad_rule *t);   /* rules_attn.c: fused attention */
+void tc_grad_rules_ln(tc_grad_rule *t);     /* rules_ln.c: layer normalization */
 
 /* ---- helpers for writing rules with ops (core/autograd/gops.c) -----------------------
  * Each makes a new tensor (a new reference in *out) by running ops through tc_op_run,

@@ -19,6 +19,7 @@ static void build_table(void)
     tc_grad_rules_nn(table);
     tc_grad_rules_rnn(table);
     tc_grad_rules_attn(table);
+    tc_grad_rules_ln(table);
 }
 
 const tc_grad_rule *tc_grad_rule_of(tc_op op)

@@ -1,4 +1,5 @@
-/* batchnorm.c -- CPU batch normalization: batch_norm and batch_norm_backward (ops.def).
+/* batchnorm.c -- CPU batch normalization: batch_norm and batch_norm_backward (ops.def); the
+ * NORM kind's kernel, which hands layer_norm and its backward to layernorm.c.
  * f16/bf16 compute in f32 (tc_cpu_with_f32), so the loops see float or double only.
  *
  * x (made dense) is (N, C, S) with S the product of the spatial dims: channel c is N rows of
@@ -22,10 +23,11 @@
  * fixed order, so results do not depend on the thread count.
  */
 #include "nn.h"
+#include "rowsum.h"
 #include <math.h>
 #include <stdlib.h>
 
-#define LANES 16 /* partial sums per row: lets the compiler vectorise the float sums */
+#define LANES ROW_LANES /* partial sums per row: lets the compiler vectorise the float sums */
 #define CB 64    /* channels per job for (N, C) inputs */
 
 typedef struct bn_job {
@@ -43,31 +45,6 @@ typedef struct bn_job {
 /* ---- channels as jobs (S > 1) ---------------------------------------------------------------- */
 
 #define BN_CHANNEL_LOOPS(T, sfx)                                                                   \
-    static double row_sum_##sfx(const T *r, int64_t S)                                                    \
-    {                                                                                              \
-        T acc[LANES] = {0};                                                                        \
-        int64_t i = 0;                                                                             \
-        for (; i + LANES <= S; i += LANES)                                                         \
-            for (int l = 0; l < LANES; l++) acc[l] += r[i + l];                                    \
-        double s = 0;                                                                              \
-        for (; i < S; i++) s += (double)r[i];                                                      \
-        for (int l = 0; l < LANES; l++) s += (double)acc[l];                                       \
-        return s;                                                                                  \
-    }                                                                                              \
-    static double row_sqdev_##sfx(const T *r, int64_t S, T m)                                      \
-    {                                                                                              \
-        T acc[LANES] = {0};                                                                        \
-        int64_t i = 0;                                                                             \
-        for (; i + LANES <= S; i += LANES)                                                         \
-            for (int l = 0; l < LANES; l++) {                                                      \
-                T d = r[i + l] - m;                                                                \
-                acc[l] += d * d;                                                                   \
-            }                                                                                      \
-        double s = 0;                                                                              \
-        for (; i < S; i++) s += (double)((r[i] - m) * (r[i] - m));                                 \
-        for (int l = 0; l < LANES; l++) s += (double)acc[l];                                       \
-        return s;                                                                                  \
-    }                                                                                              \
     /* sum g and sum g (x - m) of one row */                                                       \
     static void row_gsums_##sfx(const T *g, const T *x, int64_t S, T m, double *sg, double *sgx)   \
     {                                                                                              \
@@ -227,6 +204,7 @@ static void put(tc_tensor *t, int64_t r, int64_t i, double v)
 tc_status tc_cpu_norm(const tc_kcall *k)
 {
     if (tc_kcall_has_half(k)) return tc_cpu_with_f32(k, tc_cpu_norm);
+    if (k->op == TC_OP_LAYER_NORM || k->op == TC_OP_LAYER_NORM_BACKWARD) return tc_cpu_layer_norm(k);
     bool bw = k->op == TC_OP_BATCH_NORM_BACKWARD;
     const tc_tensor *xin = k->in[bw ? 1 : 0], *win = k->in[bw ? 2 : 1], *bin = bw ? NULL : k->in[2];
     const tc_tensor *x = NULL, *g = NULL;

@@ -18,14 +18,14 @@
  * go through a compile-time bucket D >= max(E, Ev) (64 or 128; larger feature sizes are
  * TC_ERR_UNSUPPORTED, which runs the CPU kernel on the host). A causal call bounds each
  * block's key range by its last query and leaves keys j > i out of row i. Strided operands
- * are made dense first; a result that overlaps an input is computed into scratch and copied.
+ * are made dense first; a result that overlaps an input is computed into scratch and copied
+ * (dense_call.h).
  * These are plain CUDA-core kernels (no tensor-core MMA): correct and memory-lean, their speed
  * against cuBLAS products plus the softmax passes has not been measured on a GPU.
  * NOTE: compiled with nvcc 13 but never run on a GPU (docs/cuda.md); over the emulator
  * every golden case runs through them.
  */
-#include "kern.h"
-#include "strided.h"
+#include "dense_call.h"
 #include <math.h>
 
 using namespace tck;
@@ -229,63 +229,7 @@ __global__ void __launch_bounds__(64) attn_dkdv_kernel(const typename dt<DT>::S 
 
 /* ---- host side -------------------------------------------------------------------------- */
 
-/* Elements a view spans from its first one (non-negative strides). */
-static int64_t view_span(const tc_cuda_view &t)
-{
-    int64_t span = 1;
-    for (int d = 0; d < t.ndim; d++) span += (t.size[d] - 1) * t.stride[d];
-    return t.numel == 0 ? 0 : span;
-}
-
-static bool overlaps(const tc_cuda_view &a, const tc_cuda_view &b)
-{
-    if (!a.data || !b.data || a.numel == 0 || b.numel == 0) return false;
-    const char *a0 = (const char *)a.data, *b0 = (const char *)b.data;
-    const char *a1 = a0 + view_span(a) * cu_elsize(a.dtype), *b1 = b0 + view_span(b) * cu_elsize(b.dtype);
-    return a0 < b1 && b0 < a1;
-}
-
-/* The dense operands and results of one call, with the scratch they needed. */
-struct operands {
-    int dev;
-    tc_cuda_view in[6], out[2];
-    void *tmp[9] = {nullptr};
-    bool copy_back[2] = {false, false};
-    explicit operands(int d) : dev(d) {}
-    operands(const operands &) = delete;
-    operands &operator=(const operands &) = delete;
-    ~operands()
-    {
-        for (void *p : tmp)
-            if (p) (void)cu_scratch_free(dev, p);
-    }
-    tc_status make(const tc_cuda_call *c)
-    {
-        const char *what = cu_op_name(c->op);
-        for (int i = 0; i < c->nin; i++)
-            if (tc_status s = cu_dense_input(dev, &c->in[i], &in[i], &tmp[i], what)) return s;
-        for (int o = 0; o < 2; o++) {
-            out[o] = c->out[o];
-            bool clash = !cu_view_is_dense(&c->out[o]);
-            for (int i = 0; i < c->nin; i++) clash = clash || overlaps(c->out[o], c->in[i]);
-            if (!clash || c->out[o].numel == 0) continue;
-            if (tc_status s = cu_scratch_alloc(dev, (size_t)c->out[o].numel * cu_elsize(c->out[o].dtype), &tmp[6 + o]))
-                return s;
-            out[o] = cu_view_dense(&c->out[o], tmp[6 + o]);
-            copy_back[o] = true;
-        }
-        return TC_OK;
-    }
-    tc_status finish(const tc_cuda_call *c)
-    {
-        for (int o = 0; o < 2; o++)
-            if (copy_back[o])
-                if (tc_status s = cu_strided_copy(&c->out[o], &out[o], cu_op_name(c->op))) return s;
-        return TC_OK;
-    }
-};
-
-template <int DT, int D> static tc_status launch(int dev, const tc_cuda_call *c, operands &x, aargs a)
+template <int DT, int D> static tc_status launch(int dev, const tc_cuda_call *c, dense_call &x, aargs a)
 {
     using S = typename dt<DT>::S;
     using C = typename dt<DT>::C;
@@ -337,7 +281,7 @@ tc_status cu_op_attn(int dev, const tc_cuda_call *c)
     if (a.N * a.nqb > INT32_MAX || a.N * a.S > INT32_MAX)
         return cu_fail(TC_ERR_UNSUPPORTED, "%s: %lld problems of %lld queries and %lld keys exceed one grid",
                        cu_op_name(c->op), (long long)a.N, (long long)a.L, (long long)a.S);
-    operands x(dev);
+    dense_call x(dev);
     if (tc_status s = x.make(c)) return s;
     tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;

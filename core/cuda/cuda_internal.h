@@ -112,6 +112,7 @@ CU_HIDDEN tc_status cu_op_matmul(int dev, const tc_cuda_call *c); /* cuBLAS */
 CU_HIDDEN tc_status cu_op_conv(int dev, const tc_cuda_call *c);   /* cuDNN */
 CU_HIDDEN tc_status cu_op_pool(int dev, const tc_cuda_call *c);   /* own kernels (pool.cu) */
 CU_HIDDEN tc_status cu_op_norm(int dev, const tc_cuda_call *c);   /* cuDNN batch norm (dnn_bn.cu) */
+CU_HIDDEN tc_status cu_op_layer_norm(int dev, const tc_cuda_call *c); /* layer norm (layernorm.cu) */
 CU_HIDDEN tc_status cu_op_rnn(int dev, const tc_cuda_call *c);    /* cuDNN RNN (dnn_rnn.cu) */
 CU_HIDDEN tc_status cu_op_attn(int dev, const tc_cuda_call *c);   /* fused attention (attention.cu) */
 /* set_flag() of the table: TF32 and cuDNN benchmark switches (read by the cuBLAS/cuDNN code). */

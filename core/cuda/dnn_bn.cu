@@ -1,5 +1,5 @@
 /* dnn_bn.cu -- batch normalization on the device (the NORM kind: batch_norm and
- * batch_norm_backward, ops.def) through cuDNN 9's batch-norm API:
+ * batch_norm_backward, ops.def; layer_norm goes to layernorm.cu) through cuDNN 9's batch-norm API:
  *   batch_norm, training     cudnnBatchNormalizationForwardTraining: y and the saved mean /
  *                            inverse std (our stats rows; no running averages: the nn module
  *                            updates those from stats with ordinary ops, so the op is pure)
@@ -189,6 +189,7 @@ static tc_status constant(int dev, bn_bufs *b, int sdt, int64_t C, double v, voi
 
 tc_status cu_op_norm(int dev, const tc_cuda_call *c)
 {
+    if (c->op == TC_OP_LAYER_NORM || c->op == TC_OP_LAYER_NORM_BACKWARD) return cu_op_layer_norm(dev, c);
     bool bw = c->op == TC_OP_BATCH_NORM_BACKWARD;
     const tc_cuda_view *x = &c->in[bw ? 1 : 0];
     int dt = x->dtype, sdt = (dt == TC_F16 || dt == TC_BF16) ? TC_F32 : dt;

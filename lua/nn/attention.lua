@@ -237,14 +237,7 @@ local LayerNorm, LNParent = torch.class('nn.LayerNorm', 'nn.Module')
 
 function LayerNorm:__init(normalizedShape, eps, elementwiseAffine)
    LNParent.__init(self)
-   local shape = {}
-   if type(normalizedShape) == 'number' then
-      shape[1] = normalizedShape
-   elseif type(normalizedShape) == 'table' then
-      for i, s in ipairs(normalizedShape) do shape[i] = s end
-   elseif torch.typename(normalizedShape) == 'torch.LongStorage' then
-      for i = 1, #normalizedShape do shape[i] = normalizedShape[i] end
-   end
+   local shape = torch._math.size_list(normalizedShape)
    if #shape == 0 then raise('nn.LayerNorm: expected normalizedShape as a number or a table of sizes') end
    for _, s in ipairs(shape) do
       if type(s) ~= 'number' or s < 1 or s % 1 ~= 0 then
@@ -282,21 +275,9 @@ function LayerNorm:updateOutput(input)
       raise(fmt('%s: expected an input whose last dims are %s, got %s', torch.type(self),
                 table.concat(shape, 'x'), sizestr(input)))
    end
-   -- Under autocast a half input is normalised in float32 (on its own device), as PyTorch's
-   -- autocast runs layer_norm (its float32 list).
-   if torch.is_autocast_enabled() and (input.p.dtype == C.TC_F16 or input.p.dtype == C.TC_BF16) then
-      input = torch._math.copy_new(input, C.TC_F32, 1)
-   end
-   -- Normalising each of the M rows of N elements is batch_norm's training mode on x seen as
-   -- (1, M, N): M channels, each normalised over its N values with the biased variance. That
-   -- op is one fused kernel each way (CPU, CUDA), where the formula spelled out in ops took
-   -- nine passes forward; the affine part is one addcmul (weight and bias broadcast over rows).
-   local N = 1
-   for i = 1, k do N = N * shape[i] end
-   local M = input:nElement() / N
-   local y = torch.batch_norm(input:contiguous():view(1, M, N), nil, nil, nil, nil, true, self.eps)
-   y = y:view(input:size())
-   if self.weight then y = torch.addcmul(self.bias, y, self.weight) end
+   -- One op each way (ops.def: layer_norm): the row statistics, the normalisation and the
+   -- affine part in one pass. Under autocast the op runs in float32 (PyTorch's autocast list).
+   local y = torch.layer_norm(input, shape, self.weight, self.bias, self.eps)
    self.output = y
    return y
 end

@@ -21,6 +21,8 @@
 --       (attention's causal mask, without making it).
 --   torch._softmax_backward_data(gradOutput, output [, dim]),
 --   torch._log_softmax_backward_data(gradOutput, output [, dim]): their input gradients.
+--   torch.batch_norm(...), torch.layer_norm(input, normalizedShape [, weight, bias, eps]),
+--   torch._attention(q, k, v, scale, causal), torch.scaledDotProductAttention(q, k, v [, opts]).
 local torch = ...
 local C = torch._C
 local M = torch._math
@@ -270,7 +272,7 @@ for name, op in pairs({_softmax_backward_data = C.TC_OP_SOFTMAX_BACKWARD,
 end
 
 ---------------------------------------------------------------------------------------------
--- Batch normalization
+-- Batch and layer normalization
 ---------------------------------------------------------------------------------------------
 
 -- torch.batch_norm(input, weight, bias, running_mean, running_var, training [, eps=1e-5])
@@ -297,6 +299,56 @@ function torch.batch_norm(input, weight, bias, running_mean, running_var, traini
    IN[4] = running_var ~= nil and running_var.p or nil
    P.s[0], P.i[0] = eps or 1e-5, train and 1 or 0
    return run2(C.TC_OP_BATCH_NORM, 5, nil, nil, 2)
+end
+
+-- A list of sizes from a number, a table of sizes or a LongStorage ({} for anything else).
+function M.size_list(v)
+   local list = {}
+   if type(v) == 'number' then
+      list[1] = v
+   elseif type(v) == 'table' then
+      for i, s in ipairs(v) do list[i] = s end
+   elseif torch.typename(v) == 'torch.LongStorage' then
+      for i = 1, #v do list[i] = v[i] end
+   end
+   return list
+end
+
+-- torch.layer_norm(input, normalizedShape [, weight, bias, eps=1e-5]) -> output, stats.
+-- PyTorch's F.layer_norm: each slice over input's last dims, whose sizes are normalizedShape
+-- (a number, a table of sizes or a LongStorage), is normalised to mean 0 and variance 1
+-- (biased), then scaled by weight and shifted by bias (normalizedShape's sizes, or nil).
+-- stats (2, M): the mean and 1/sqrt(var + eps) of each of the M slices (float32 for half
+-- input), not differentiable. One op each way (ops.def: layer_norm), differentiable in
+-- input, weight and bias.
+function torch.layer_norm(input, normalizedShape, weight, bias, eps)
+   local name = 'layer_norm'
+   tp(input, name)
+   local shape = M.size_list(normalizedShape)
+   if #shape == 0 then
+      argerror(name, 'expected normalizedShape as a number, a table of sizes or a LongStorage, got ' ..
+               describe(normalizedShape), 2)
+   end
+   local nd, k = input.p.ndim, #shape
+   local fits, sizes = nd >= k, {}
+   for d = 0, nd - 1 do sizes[d + 1] = tonumber(input.p.size[d]) end
+   for i = 1, k do fits = fits and sizes[nd - k + i] == shape[i] end
+   if not fits then
+      argerror(name, string.format('expected an input whose last dims are %s, got %s', table.concat(shape, 'x'),
+                                   nd > 0 and table.concat(sizes, 'x') or 'a 0-dim tensor'), 2)
+   end
+   for _, a in ipairs({{weight, 'weight'}, {bias, 'bias'}}) do
+      if a[1] ~= nil and not isT(a[1]) then
+         argerror(name, 'expected a tensor or nil for ' .. a[2] .. ', got ' .. describe(a[1]), 2)
+      end
+   end
+   if eps ~= nil and type(eps) ~= 'number' then
+      argerror(name, 'expected a number for eps, got ' .. describe(eps), 2)
+   end
+   IN[0], IN[1], IN[2] = input.p, weight ~= nil and weight.p or nil, bias ~= nil and bias.p or nil
+   P.s[0], P.i[0] = eps or 1e-5, k
+   local y, stats = run2(C.TC_OP_LAYER_NORM, 3, nil, nil, 2) -- not a tail call: the error names the caller's line
+   return y, stats
 end
 
 ---------------------------------------------------------------------------------------------

@@ -365,6 +365,67 @@ TEST(cuda_dev_batch_norm_half_params)
     ct_drop();
 }
 
+/* layer_norm / layer_norm_backward on the device against the CPU: float32 and float64, f16 /
+ * bf16 beside float32 or half weights, long rows (several values per lane), many rows (the
+ * weight sums go by chunks), no weight, a strided input and an in-place result. On a real
+ * backend nothing falls back to the host (layernorm.cu ran every call). */
+TEST(cuda_dev_layer_norm)
+{
+    if (!have_device(ctest_failed)) return;
+    static const int dts[6][2] = {{TC_F32, TC_F32}, {TC_F64, TC_F64}, {TC_F16, TC_F32},
+                                  {TC_F16, TC_F16}, {TC_BF16, TC_F32}, {TC_BF16, TC_BF16}};
+    static const int64_t shapes[3][2] = {{300, 100}, {5, 1000}, {1, 7}};
+    int64_t fb = tc_cuda_host_fallbacks(TC_OP_LAYER_NORM) + tc_cuda_host_fallbacks(TC_OP_LAYER_NORM_BACKWARD);
+    for (int k = 0; k < 6; k++)
+        for (int s = 0; s < 3; s++) {
+            int dt = dts[k][0], wdt = dts[k][1];
+            int64_t M = shapes[s][0], K = shapes[s][1];
+            double tol = dt == TC_F64 ? 1e-12 : dt == TC_F32 ? 2e-5 : dt == TC_F16 ? 4e-3 : 3e-2;
+            tc_tensor *x = wave_as(dt, 2, SZ(M, K), 1.5, 0.2), *w = wave_as(wdt, 1, SZ(K), 0.5, 1),
+                      *b = wave_as(wdt, 1, SZ(K), 0.3, 0.1), *go = wave_as(dt, 2, SZ(M, K), 1, -0.1);
+            tc_tensor *dx = on_dev(x), *dw = on_dev(w), *db = on_dev(b), *dgo = on_dev(go);
+            if (!dx || !dw || !db || !dgo) break;
+            for (int affine = 0; affine < 2; affine++) {
+                const tc_params p = {.s = {1e-5}, .i = {1}};
+                const tc_tensor *ci[3] = {x, affine ? w : NULL, affine ? b : NULL};
+                const tc_tensor *di[3] = {dx, affine ? dw : NULL, affine ? db : NULL};
+                tc_tensor *yc[2] = {NULL, NULL}, *yd[2] = {NULL, NULL}, *gc[2] = {NULL, NULL}, *gd[2] = {NULL, NULL};
+                CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, ci, 3, &p, yc, 2));
+                CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, di, 3, &p, yd, 2));
+                for (int i = 0; i < 2; i++) ct_keep(yc[i]), ct_keep(yd[i]);
+                if (!yc[1] || !yd[1]) continue;
+                CHECK(yd[0]->dtype == dt && yd[0]->device == DEV && yd[1]->dtype == (dt == TC_F64 ? TC_F64 : TC_F32));
+                CHECK(dev_near(yd[0], yc[0], tol));
+                CHECK(dev_near(yd[1], yc[1], dt == TC_F64 ? 1e-12 : 1e-5));
+                const tc_tensor *cb[4] = {go, x, ci[1], yc[1]}, *dbk[4] = {dgo, dx, di[1], yd[1]};
+                CHECK_OK(tc_op_run(TC_OP_LAYER_NORM_BACKWARD, cb, 4, &p, gc, 2));
+                CHECK_OK(tc_op_run(TC_OP_LAYER_NORM_BACKWARD, dbk, 4, &p, gd, 2));
+                for (int i = 0; i < 2; i++) ct_keep(gc[i]), ct_keep(gd[i]);
+                CHECK(gd[0] && gd[0]->dtype == dt && gd[1]);
+                CHECK(dev_near(gd[0], gc[0], tol));
+                CHECK(dev_near(gd[1], gc[1], dt == TC_F64 ? 1e-11 : 1e-4)); /* sums of up to 300 products */
+            }
+        }
+    /* a strided (transposed) input, and y written over x in place */
+    tc_tensor *x = wave_as(TC_F32, 2, SZ(40, 70), 1.5, 0.2), *xt = ct_keep(ct_transposed(x, 0, 1));
+    tc_tensor *dxt = ct_keep(ct_transposed(on_dev(x), 0, 1)), *yc[2] = {NULL, NULL}, *yd[2] = {NULL, NULL};
+    const tc_params p = {.s = {1e-5}, .i = {1}};
+    CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, (const tc_tensor *const[]){xt, NULL, NULL}, 3, &p, yc, 2));
+    CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, (const tc_tensor *const[]){dxt, NULL, NULL}, 3, &p, yd, 2));
+    for (int i = 0; i < 2; i++) ct_keep(yc[i]), ct_keep(yd[i]);
+    CHECK(dev_near(yd[0], yc[0], 2e-5));
+    tc_tensor *dx = on_dev(x), *inplace[2] = {dx, NULL};
+    CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, (const tc_tensor *const[]){dx, NULL, NULL}, 3, &p, inplace, 2));
+    ct_keep(inplace[1]);
+    tc_tensor *yx[2] = {NULL, NULL};
+    CHECK_OK(tc_op_run(TC_OP_LAYER_NORM, (const tc_tensor *const[]){x, NULL, NULL}, 3, &p, yx, 2));
+    ct_keep(yx[0]), ct_keep(yx[1]);
+    CHECK(inplace[0] == dx && dev_near(dx, yx[0], 2e-5));
+    int64_t now = tc_cuda_host_fallbacks(TC_OP_LAYER_NORM) + tc_cuda_host_fallbacks(TC_OP_LAYER_NORM_BACKWARD);
+    if (!mock_backend()) CHECK(now == fb);
+    ct_drop();
+}
+
 /* rnn / rnn_backward in float16 and bfloat16 on the device (LSTM, GRU, tanh): through float32
  * copies and cuDNN's float32 path (dnn_rnn.cu's with_f32), as the CPU computes them
  * (tc_cpu_with_f32); they used to go to the host. On a real backend nothing falls back. */

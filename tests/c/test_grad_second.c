@@ -200,6 +200,9 @@ TEST(grad_rules_second_derivatives_softmax)
     tc_tensor *q = R(3, SZ(1, 3, 2), -1, 1), *k = R(3, SZ(1, 4, 2), -1, 1), *v = R(3, SZ(1, 4, 3), -1, 1);
     GG(ATTENTION, P(.s = {0.7}), q, k, v);
     GG(ATTENTION, P(.s = {0.7}, .i = {1}), q, k, v);
+    /* layer norm: under create_graph its rule recomputes the row statistics with ops */
+    tc_tensor *lx = R(2, SZ(3, 4), -2, 2), *lw = R(1, SZ(4), 0.5, 1.5), *lb = R(1, SZ(4), -1, 1);
+    GG(LAYER_NORM, P(.s = {1e-5}, .i = {1}), lx, lw, lb);
     ct_drop();
 }
 

@@ -291,7 +291,45 @@ describe('nn.LayerNorm', function()
       H.checkModule(m, x)
    end)
 
+   it('is one layer_norm op each way (torch.layer_norm), with the row statistics', function()
+      local x = torch.randn(2, 3, 4) * 2 + 1
+      local w, b = torch.rand(3, 4) + 0.5, torch.randn(3, 4)
+      local y, stats = torch.layer_norm(x, {3, 4}, w, b, 1e-3)
+      -- the formula spelled out with ops, over each (3, 4) slice
+      local rows = x:view(2, 12)
+      local mean = rows:mean(2)
+      local var = torch.pow(rows - mean:expandAs(rows), 2):mean(2)
+      local xhat = (rows - mean:expandAs(rows)):cdiv(torch.sqrt(var + 1e-3):expandAs(rows))
+      near(y, torch.cmul(xhat:view(2, 3, 4), w:view(1, 3, 4):expandAs(x)) + b:view(1, 3, 4):expandAs(x), 1e-12)
+      assert.are.same({2, 2}, stats:size():totable())
+      near(stats[1], mean:view(2), 1e-12)
+      near(stats[2], torch.pow(var + 1e-3, -0.5):view(2), 1e-12)
+      near(torch.layer_norm(x, 4), nn.LayerNorm(4, 1e-5, false):forward(x), 0)
+      near(torch.layer_norm(x, torch.LongStorage({4}), nil, b[1]), torch.layer_norm(x, 4) + b[1]:view(1, 1, 4):expandAs(x), 1e-12)
+      -- the tape holds one LayerNormBackward node for the whole module
+      local m = nn.LayerNorm(4)
+      local xr = x:clone():requires_grad_(true)
+      local out = m(xr)
+      assert.are.equal('LayerNormBackward', out.grad_fn)
+      -- half input: stats in float32; under model:half() the weights are half too
+      local xh = x:type('torch.HalfTensor')
+      local yh, sh = torch.layer_norm(xh, 4, w[1]:float(), b[1]:float())
+      assert.are.equal('torch.HalfTensor', torch.type(yh))
+      assert.are.equal('torch.FloatTensor', torch.type(sh))
+      near(yh:double(), torch.layer_norm(xh:double(), 4, w[1], b[1]), 5e-3)
+   end)
+
    it('reports bad input at the caller with sizes', function()
+      U.expect_error('layer_norm: expected an input whose last dims are 3x4, got 2x4x3',
+                     function() torch.layer_norm(torch.randn(2, 4, 3), {3, 4}) end)
+      U.expect_error('layer_norm: expected normalizedShape as a number, a table of sizes or a LongStorage, got nil',
+                     function() torch.layer_norm(torch.randn(2, 4)) end)
+      U.expect_error('layer_norm: expected a tensor or nil for bias, got string',
+                     function() torch.layer_norm(torch.randn(2, 4), 4, nil, 'b') end)
+      U.expect_error('layer_norm: weight (3) must have the last 1 sizes of input (2,4)',
+                     function() torch.layer_norm(torch.randn(2, 4), 4, torch.randn(3)) end)
+      U.expect_error('layer_norm: weight is float32 but input (2,4) is float64',
+                     function() torch.layer_norm(torch.randn(2, 4), 4, torch.FloatTensor(4):fill(1)) end)
       U.expect_error('nn.LayerNorm: expected an input whose last dims are 2x3, got 3x2',
                      function() nn.LayerNorm({2, 3}):forward(torch.randn(3, 2)) end)
       U.expect_error('nn.LayerNorm: normalizedShape must hold positive integers',
