@@ -166,17 +166,39 @@ local function proj(x, w, b)
    return torch.mm(flat, w:t())
 end
 
+-- Self-attention (one tensor is query, key and value): one product with the whole
+-- in_proj_weight gives (len*B, 3E) rows [q | k | v], as PyTorch's packed in-projection; one
+-- copy then lays the three out as (3, B*nh, len, hd), whose slices are q, k and v. Their
+-- gradients meet again in that copy (the engine adds each slice's in place), and x's
+-- gradient is one product instead of three and two sums.
+function MHA:_heads_packed(x, len, B)
+   local nh, hd = self.numHeads, self.headDim
+   local qkv = proj(x, self.in_proj_weight, self.in_proj_bias)
+   if self.batchFirst then
+      qkv = qkv:view(B, len, 3, nh, hd):permute(3, 1, 4, 2, 5)   -- (3, B, nh, len, hd)
+   else
+      qkv = qkv:view(len, B, 3, nh, hd):permute(3, 2, 4, 1, 5)   -- (3, B, nh, len, hd)
+   end
+   qkv = qkv:contiguous():view(3, B * nh, len, hd)
+   return qkv[1], qkv[2], qkv[3]
+end
+
 function MHA:updateOutput(input)
    local q, k, v, kpm, am, B, L, S = self:_check(input)
    local E, nh, hd = self.embedDim, self.numHeads, self.headDim
-   local W, b = self.in_proj_weight, self.in_proj_bias
-   local function part(i) return W:narrow(1, i * E + 1, E), b and b:narrow(1, i * E + 1, E) end
-   local wq, bq = part(0)
-   local wk, bk = part(1)
-   local wv, bv = part(2)
-   local qh = self:_heads(proj(q, wq, bq), L, B)
-   local kh = self:_heads(proj(k, wk, bk), S, B)
-   local vh = self:_heads(proj(v, wv, bv), S, B)
+   local qh, kh, vh
+   if rawequal(q, k) and rawequal(k, v) then
+      qh, kh, vh = self:_heads_packed(q, L, B)
+   else
+      local W, b = self.in_proj_weight, self.in_proj_bias
+      local function part(i) return W:narrow(1, i * E + 1, E), b and b:narrow(1, i * E + 1, E) end
+      local wq, bq = part(0)
+      local wk, bk = part(1)
+      local wv, bv = part(2)
+      qh = self:_heads(proj(q, wq, bq), L, B)
+      kh = self:_heads(proj(k, wk, bk), S, B)
+      vh = self:_heads(proj(v, wv, bv), S, B)
+   end
    local o
    if am == nil and kpm == nil and self.needWeights == false and (self.dropout == 0 or self.train == false) then
       -- nothing but softmax(q k^T / sqrt(hd)) v: the fused op, no (L, S) scores stored

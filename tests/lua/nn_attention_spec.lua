@@ -55,6 +55,30 @@ describe('nn.MultiheadAttention', function()
       near(f:forward(x:float()):double(), m:forward(x), 1e-5)
    end)
 
+   it('projects one self-attention input with one product (packed), as three separate ones', function()
+      for _, bf in ipairs({false, true}) do
+         for _, opts in ipairs({{}, {needWeights = false, causal = true}, {bias = false}}) do
+            opts.batchFirst = bf
+            local m = nn.MultiheadAttention(6, 3, opts)
+            m.in_proj_bias = m.in_proj_bias and m.in_proj_bias:uniform(-1, 1)
+            local x = torch.randn(4, 5, 6)
+            local xs = x:clone():requires_grad_(true)
+            local x1, x2, x3 = x:clone():requires_grad_(true), x:clone(), x:clone()
+            x2:requires_grad_(true); x3:requires_grad_(true)
+            local g = torch.randn(4, 5, 6)
+            local packed = m(xs)
+            torch.autograd.backward({packed}, {g})
+            local pw = {}
+            for i, p in ipairs(m:parameters()) do pw[i] = p.grad:clone(); p.grad:zero() end
+            local separate = m({x1, x2, x3})
+            torch.autograd.backward({separate}, {g})
+            near(packed, separate, 1e-12)
+            near(xs.grad, x1.grad + x2.grad + x3.grad, 1e-12)
+            for i, p in ipairs(m:parameters()) do near(pw[i], p.grad, 1e-12) end
+         end
+      end
+   end)
+
    it('causal = true is the -inf mask above the diagonal, without one; needWeights = false', function()
       for _, bf in ipairs({false, true}) do
          local m = nn.MultiheadAttention(6, 3, {batchFirst = bf})
