@@ -200,7 +200,8 @@ function MHA:updateOutput(input)
       vh = self:_heads(proj(v, wv, bv), S, B)
    end
    local o
-   if am == nil and kpm == nil and self.needWeights == false and (self.dropout == 0 or self.train == false) then
+   if am == nil and kpm == nil and self.needWeights == false and (self.dropout == 0 or self.train == false)
+      and torch._math.fused_attention_ok(qh) then
       -- nothing but softmax(q k^T / sqrt(hd)) v: the fused op, no (L, S) scores stored
       self.attnWeights = nil
       o = torch._attention(qh, kh, vh, 1 / math.sqrt(hd), self.causal)

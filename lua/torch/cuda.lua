@@ -314,6 +314,17 @@ torch.backends = backends
 -- host_fallback: ops without a CUDA kernel run on the host (tocha's; default true).
 backends.cuda = setmetatable({matmul = flag_table('torch.backends.cuda.matmul', {allow_tf32 = C.TC_CUDA_FLAG_TF32})},
    getmetatable(flag_table('torch.backends.cuda', {host_fallback = C.TC_CUDA_FLAG_HOST_FALLBACK})))
+-- enable_flash_sdp(bool) / flash_sdp_enabled(): whether attention on a CUDA device may run the
+-- fused attention op (scaledDotProductAttention, nn.MultiheadAttention; default true), PyTorch's
+-- switch for its flash kernel. Off, it takes the two products around a softmax (PyTorch's
+-- math path). The CPU always runs the fused op.
+rawset(backends.cuda, 'enable_flash_sdp', function(on)
+   if type(on) ~= 'boolean' then
+      error('torch.backends.cuda.enable_flash_sdp: expected a boolean, got ' .. type(on), 2)
+   end
+   torch._math.flash_sdp = on
+end)
+rawset(backends.cuda, 'flash_sdp_enabled', function() return torch._math.flash_sdp end)
 -- cudnn.benchmark: search the fastest algorithm per shape; cudnn.allow_tf32: TF32 in
 -- convolutions (the same switch as matmul.allow_tf32 in tocha's backend); cudnn.enabled:
 -- softmax, log_softmax and average pooling through cuDNN where it takes the call (default

@@ -532,6 +532,31 @@ do
 end
 
 ---------------------------------------------------------------------------------------------
+-- torch.backends.cuda.enable_flash_sdp: the fused attention op on the device, or the two
+-- products around a softmax; the same numbers either way, the CPU always fused
+---------------------------------------------------------------------------------------------
+do
+   torch.manualSeed(5)
+   local m = nn.MultiheadAttention(8, 2, {batchFirst = true, causal = true, needWeights = false})
+   local x = torch.randn(2, 5, 8)
+   local mg = m:clone():cuda()
+   local xg = x:cuda():requires_grad_(true)
+   local res = {tostring(torch.backends.cuda.flash_sdp_enabled())}
+   local fused, sf = mg(xg), torch.scaledDotProductAttention(xg, xg, xg, {causal = true})
+   local function path(t) return t.grad_fn == 'AttentionBackward' and 'fused' or 'composed' end
+   res[#res + 1] = path(sf)
+   torch.backends.cuda.enable_flash_sdp(false)
+   local plain, sd = mg(xg), torch.scaledDotProductAttention(xg, xg, xg, {causal = true})
+   res[#res + 1] = path(sd) .. ' ' .. tostring(torch.backends.cuda.flash_sdp_enabled())
+   local xc = x:clone():requires_grad_(true)  -- the CPU: fused whatever the switch says
+   res[#res + 1] = path(torch.scaledDotProductAttention(xc, xc, xc, {causal = true}))
+   torch.backends.cuda.enable_flash_sdp(true)
+   res[#res + 1] = tostring((fused - plain):abs():max() < 1e-6 and (sd - sf):abs():max() < 1e-6)
+   put('flash_sdp', table.concat(res, ' '))
+   put('flash_sdp_bad', select(2, pcall(function() torch.backends.cuda.enable_flash_sdp(1) end)))
+end
+
+---------------------------------------------------------------------------------------------
 -- construction functions and storages on the device
 ---------------------------------------------------------------------------------------------
 do

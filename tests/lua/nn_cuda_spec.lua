@@ -150,6 +150,14 @@ local function backend(title, env, needs_mock)
          assert.are.equal('torch.CudaDoubleTensor 1 true', got.jacobian)
       end)
 
+      it('runs attention without the fused op after torch.backends.cuda.enable_flash_sdp(false)', function()
+         -- fused: the result's tape node is AttentionBackward; MHA (which takes the same switch)
+         -- gives the same numbers either way
+         assert.are.equal('true fused composed false fused true', got.flash_sdp)
+         assert.are.equal(child_at('enable_flash_sdp(1) end') ..
+            'torch.backends.cuda.enable_flash_sdp: expected a boolean, got number', got.flash_sdp_bad)
+      end)
+
       it('has tril, triu, eye, range, linspace, logspace and histc on device tensors', function()
          assert.are.equal('true true true 1,0,0,4,5,0,7,8,9 1', got.tril)
          assert.are.equal('0,1,1,0,0,1,0,0,0 torch.CudaDoubleTensor', got.triu_grad)

@@ -7,7 +7,9 @@
 -- keys: model (resnet50 | gpt2 | lstm), mode (eager | compiled), prec (fp32 | bf16 | fp16),
 --   device (cuda | cpu), chan (folder), batch, seed, opt (sgd | adam | adamw), lr, momentum,
 --   wd, threads (cpu); resnet: depth, width, classes, image; gpt2: layers, dim, heads, vocab,
---   context, seq, dropout; lstm: vocab, emb, hidden, layers, seq, dropout.
+--   context, seq, dropout, flash_sdp (0: attention without the fused op on the device; read
+--   by this worker only, PyTorch keeps its flash attention); lstm: vocab, emb, hidden,
+--   layers, seq, dropout.
 -- A training step is PyTorch's: zero_grad, loss = criterion(model(x), y) (under
 -- torch.autocast for bf16/fp16), backward (of the GradScaler's scaled loss for fp16),
 -- optimizer step (scaler:step + scaler:update for fp16). compiled: tocha.jit.step runs the
@@ -75,6 +77,9 @@ local function main()
    end
    local criterion = nn.CrossEntropyCriterion()
    if cuda then
+      -- flash_sdp=0 (tocha's side only): attention as two products around a softmax instead
+      -- of the fused attention op, to time one against the other
+      if o.flash_sdp == 0 then torch.backends.cuda.enable_flash_sdp(false) end
       model:cuda()
       criterion:cuda()
       -- GPT-2's initialisation draws 124M normal numbers: on the device (models/gpt2.lua's
