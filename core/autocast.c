@@ -61,6 +61,9 @@ static int policy_of(tc_op op, const tc_opinfo *info)
      * activation of a half network in float32 (layer_norm is on the FP32 list above; its
      * backward, like batch norm's, takes the forward's tensors as they are) */
     if (info->kind == TC_KIND_NORM) return TC_AUTOCAST_NONE;
+    /* an optimizer step writes a parameter and its state in their own dtype; its float64
+     * scalars must not promote them */
+    if (info->kind == TC_KIND_OPTIM) return TC_AUTOCAST_NONE;
     /* attention_backward takes the forward's half tensors beside its float32 lse */
     if (op == TC_OP_ATTENTION_BACKWARD) return TC_AUTOCAST_NONE;
     return TC_AUTOCAST_PROMOTE;

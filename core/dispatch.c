@@ -22,6 +22,7 @@ static const tc_prepare_fn prepare_of_kind[TC_KIND_COUNT] = {
     [TC_KIND_NORM] = tc_prepare_norm,
     [TC_KIND_RNN] = tc_prepare_rnn,
     [TC_KIND_ATTN] = tc_prepare_attn,
+    [TC_KIND_OPTIM] = tc_prepare_optim,
 };
 
 static const tc_backend *backend_for(int device)
@@ -56,9 +57,16 @@ static tc_status check_dtype_flags(const tc_kcall *k)
 }
 
 /* Devices of a call: every tensor on one device, except that a 0-dim CPU tensor may join
- * a device op (PyTorch's rule: autograd's scalars, x:add(torch.Tensor{1}:squeeze())); the
+ * a device op (PyTorch's rule: autograd's scalars, x:add(torch.Tensor{1}:squeeze())), and so
+ * may an optimizer step's vector of per-step scalars (its last input, a few values); the
  * kernel then gets a device copy of it. A copy (CONVERT) may cross devices. */
-static bool cpu_scalar(const tc_tensor *t) { return t->device == TC_CPU && t->ndim == 0; }
+static bool cpu_scalar_of(const tc_kcall *k, int i)
+{
+    const tc_tensor *t = k->in[i];
+    if (t->device != TC_CPU) return false;
+    if (t->ndim == 0) return true;
+    return k->info->kind == TC_KIND_OPTIM && i == k->nin - 1 && t->ndim == 1 && t->size[0] <= 8;
+}
 
 static tc_status device_mismatch(const tc_kcall *k, const char *what, const tc_tensor *t, int device)
 {
@@ -72,14 +80,14 @@ static tc_status check_devices(const tc_kcall *k, int *device)
 {
     int dev = -1;
     for (int i = 0; i < k->nin; i++)
-        if (k->in[i] && !cpu_scalar(k->in[i]) && dev < 0) dev = k->in[i]->device;
+        if (k->in[i] && !cpu_scalar_of(k, i) && dev < 0) dev = k->in[i]->device;
     for (int i = 0; i < k->nin && dev < 0; i++) /* only 0-dim CPU tensors */
         if (k->in[i]) dev = TC_CPU;
     if (dev < 0) dev = k->out[0] ? k->out[0]->device : TC_CPU;
     char what[32];
     for (int i = 0; i < k->nin; i++) {
         const tc_tensor *t = k->in[i];
-        if (!t || t->device == dev || (cpu_scalar(t) && dev != TC_CPU)) continue;
+        if (!t || t->device == dev || (cpu_scalar_of(k, i) && dev != TC_CPU)) continue;
         snprintf(what, sizeof what, "input %d", i + 1);
         return device_mismatch(k, what, t, dev);
     }

@@ -190,6 +190,7 @@ tc_status tc_prepare_softmax(const tc_kcall *k, tc_outspec *spec);
 tc_status tc_prepare_norm(const tc_kcall *k, tc_outspec *spec);    /* core/shape_bn.c */
 tc_status tc_prepare_rnn(const tc_kcall *k, tc_outspec *spec);     /* core/shape_rnn.c */
 tc_status tc_prepare_attn(const tc_kcall *k, tc_outspec *spec);    /* core/shape_attn.c */
+tc_status tc_prepare_optim(const tc_kcall *k, tc_outspec *spec);   /* core/shape_optim.c */
 /* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);
@@ -222,6 +223,7 @@ tc_status tc_cpu_norm(const tc_kcall *k);    /* batchnorm.c (layer_norm: layerno
 tc_status tc_cpu_layer_norm(const tc_kcall *k); /* layernorm.c */
 tc_status tc_cpu_rnn(const tc_kcall *k);     /* rnn.c */
 tc_status tc_cpu_attn(const tc_kcall *k);    /* attention.c */
+tc_status tc_cpu_optim(const tc_kcall *k);   /* optim.c */
 
 /* ---- threads (core/cpu/parallel.c) ---------------------------------------------------- */
 

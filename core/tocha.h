@@ -190,6 +190,7 @@ typedef enum tc_opkind {
     TC_KIND_NORM,    /* batch_norm, layer_norm and their backward ops (core/shape_bn.c) */
     TC_KIND_RNN,     /* whole-sequence recurrent layers and their backward (core/shape_rnn.c) */
     TC_KIND_ATTN,    /* fused scaled dot-product attention and its backward (core/shape_attn.c) */
+    TC_KIND_OPTIM,   /* one parameter's optimizer update in one pass (core/shape_optim.c) */
     TC_KIND_COUNT
 } tc_opkind;
 

@@ -19,6 +19,7 @@
 #define CPU_KERNEL_NORM tc_cpu_norm
 #define CPU_KERNEL_RNN tc_cpu_rnn
 #define CPU_KERNEL_ATTN tc_cpu_attn
+#define CPU_KERNEL_OPTIM tc_cpu_optim
 
 const tc_backend tc_cpu_backend = {
     .name = "cpu",

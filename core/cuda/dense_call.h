@@ -4,8 +4,11 @@
  * make() gives every input as a dense view (a scratch copy when it is strided; NULL inputs
  * stay NULL) and every result as a dense view: the caller's own memory when it is dense and
  * overlaps no input, else scratch that finish() copies into the caller's result. So a kernel
- * may assume its results alias nothing it reads. Scratch goes back to the caching allocator
- * when the struct goes out of scope (stream-ordered, after the kernels queued on it).
+ * may assume its results alias nothing it reads -- except, with make(c, true), a result that
+ * is exactly one of its inputs (the same dense memory: an in-place optimizer step, optim.cu),
+ * for kernels that read element i of every operand before writing element i of a result.
+ * Scratch goes back to the caching allocator when the struct goes out of scope
+ * (stream-ordered, after the kernels queued on it).
  */
 #ifndef TC_CUDA_DENSE_CALL_H
 #define TC_CUDA_DENSE_CALL_H
@@ -29,7 +32,12 @@ struct dense_call {
         for (void *p : tmp)
             if (p) (void)cu_scratch_free(dev, p);
     }
-    tc_status make(const tc_cuda_call *c)
+    static bool same_dense(const tc_cuda_view &a, const tc_cuda_view &b)
+    {
+        return a.data == b.data && a.dtype == b.dtype && a.numel == b.numel && cu_view_is_dense(&a) &&
+               cu_view_is_dense(&b);
+    }
+    tc_status make(const tc_cuda_call *c, bool elementwise = false)
     {
         const char *what = cu_op_name(c->op);
         if (c->nin > MAXIN || c->nout > MAXOUT) return cu_fail(TC_ERR_ARG, "%s: too many operands", what);
@@ -41,7 +49,8 @@ struct dense_call {
         for (int o = 0; o < c->nout; o++) {
             out[o] = c->out[o];
             bool clash = !cu_view_is_dense(&c->out[o]);
-            for (int i = 0; i < c->nin; i++) clash = clash || views_overlap(c->out[o], c->in[i]);
+            for (int i = 0; i < c->nin; i++)
+                clash = clash || (views_overlap(c->out[o], c->in[i]) && !(elementwise && same_dense(c->out[o], c->in[i])));
             if (!clash || c->out[o].numel == 0) continue;
             size_t bytes = (size_t)c->out[o].numel * cu_elsize(c->out[o].dtype);
             if (tc_status s = cu_scratch_alloc(dev, bytes, &tmp[MAXIN + o])) return s;

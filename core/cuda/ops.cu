@@ -73,6 +73,7 @@ tc_status cu_run(int dev, const tc_cuda_call *c)
     case TC_KIND_NORM: return cu_op_norm(dev, c);
     case TC_KIND_RNN: return cu_op_rnn(dev, c);
     case TC_KIND_ATTN: return cu_op_attn(dev, c);
+    case TC_KIND_OPTIM: return cu_op_optim(dev, c);
     default: return cu_unsupported(c); /* views never reach a backend: they copy nothing */
     }
 }

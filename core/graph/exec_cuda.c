@@ -124,18 +124,24 @@ static void relocate_round_trips(tc_graph *g, int32_t home)
 tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
 {
     int32_t nv = g->nvals, home = TC_CPU;
-    uint8_t *read = calloc((size_t)nv + 1, 2); /* [v]: read by a node; [nv+1+v]: by a non-copy */
+    /* [v]: read by a node; [nv+1+v]: by a non-copy; [2(nv+1)+v]: by a non-copy other than
+     * as an optimizer step's scalar vector (its last input) */
+    uint8_t *read = calloc((size_t)nv + 1, 3);
     if (!read) return tc_set_error(TC_ERR_MEMORY, "graph: out of memory checking devices");
-    uint8_t *by_op = read + nv + 1;
+    uint8_t *by_op = read + nv + 1, *not_scal = by_op + nv + 1;
     for (int32_t n = 0; n < g->nnodes; n++) {
         const tc_gnode *nd = &g->nodes[n];
         if (nd->flags & TC_GN_DEAD) continue;
-        bool copy = nd->op < TC_OP_COUNT && tc_op_info((tc_op)nd->op)->kind == TC_KIND_CONVERT;
+        int kind = nd->op < TC_OP_COUNT ? tc_op_info((tc_op)nd->op)->kind : -1;
+        bool copy = kind == TC_KIND_CONVERT;
         for (int32_t i = 0; i < nd->nin; i++)
-            if (nd->in[i] >= 0) read[nd->in[i]] = 1, by_op[nd->in[i]] |= !copy;
+            if (nd->in[i] >= 0) {
+                read[nd->in[i]] = 1, by_op[nd->in[i]] |= !copy;
+                not_scal[nd->in[i]] |= !copy && !(kind == TC_KIND_OPTIM && i == nd->nin - 1);
+            }
     }
-    for (int32_t i = 0; i < g->noutputs; i++) read[g->outputs[i]] = by_op[g->outputs[i]] = 1;
-    for (int32_t i = 0; i < g->nwb; i++) read[g->wb_val[i]] = by_op[g->wb_val[i]] = 1;
+    for (int32_t i = 0; i < g->noutputs; i++) read[g->outputs[i]] = by_op[g->outputs[i]] = not_scal[g->outputs[i]] = 1;
+    for (int32_t i = 0; i < g->nwb; i++) read[g->wb_val[i]] = by_op[g->wb_val[i]] = not_scal[g->wb_val[i]] = 1;
     /* the device of the inputs and op results (a captured device tensor only downloaded by
      * a copy does not make a CPU graph a device one) */
     for (int32_t v = 0; v < nv && home == TC_CPU; v++) {
@@ -153,8 +159,11 @@ tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
                     (x->kind == TC_GV_OP && x->producer >= 0 && !(g->nodes[x->producer].flags & TC_GN_DEAD));
         if (!live) continue;
         bool data = x->kind == TC_GV_EXTERNAL || x->kind == TC_GV_CONST;
-        /* a 0-dim CPU tensor may join device ops; data on another device may be copied over */
-        if (data && ((x->device == TC_CPU && x->ndim == 0 && home != TC_CPU) || !by_op[v])) continue;
+        /* a 0-dim CPU tensor may join device ops, so may an optimizer step's scalar vector
+         * (the dispatcher's rule); data on another device may be copied over */
+        bool host_scalars = x->device == TC_CPU && home != TC_CPU &&
+                            (x->ndim == 0 || (x->ndim == 1 && x->size[0] <= 8 && !not_scal[v]));
+        if (data && (host_scalars || !by_op[v])) continue;
         char w[256], d1[16], d2[16], b[TC_SHAPE_BUF];
         s = tc_set_error(TC_ERR_DEVICE,
                          "graph: mixed devices: %%%d (%s, %s %s) is on %s but the graph runs on %s; a compiled graph "

@@ -24,7 +24,9 @@
  *    producing node runs, and where that node runs either nothing reads the old value (a
  *    gradient made by mm into a .grad tensor), or only the node itself, elementwise and
  *    not random, and members of its fused group with results of the same size read it,
- *    element-aligned (the tensor itself, not a view of it): p:add(-lr, g). And only when
+ *    element-aligned (the tensor itself, not a view of it): p:add(-lr, g); or an optimizer
+ *    step (adam_step, sgd_step) writing x' or the new state over the x or state it reads
+ *    (optim_aligned). And only when
  *    no node that can fail on some data (index, random, integer division, control) runs
  *    after it, so that a failed run still leaves every captured tensor as it was.
  *    The choice is recorded as vals[src].offset = TC_GOFF_WRITEBACK (plan.h): memplan.c
@@ -169,6 +171,23 @@ static bool may_fail_on_data(const tc_graph *g, const tc_gnode *n)
            !tc_dtype_is_float((tc_dtype)g->vals[n->out[0]].dtype);
 }
 
+/* An optimizer step (adam_step, sgd_step) updating the captured tensor e into its result s:
+ * x' into x (result 0, input 0) or the new state into the state (result 1, input 2). Its
+ * kernels read element i of every operand before writing element i of a result, so it may
+ * write over e when e is that aligned input, it reads e nowhere else (not as another input,
+ * not through a view), and no other node running there reads e. */
+static bool optim_aligned(const tc_graph *g, const tc_gplan_info *a, int32_t pn, int32_t e, int32_t s)
+{
+    const tc_gnode *p = &g->nodes[pn];
+    int k = p->out[0] == s ? 0 : p->nout > 1 && p->out[1] == s ? 2 : -1;
+    if (k < 0 || p->nin != 4 || p->in[k] != e) return false;
+    for (int32_t i = 0; i < p->nin; i++)
+        if (i != k && p->in[i] >= 0 && (p->in[i] == e || a->root[p->in[i]] == e)) return false;
+    for (int32_t n = 0; n < g->nnodes; n++)
+        if (n != pn && a->pos[n] == a->pos[pn] && tc_gplan_reads_memory_of(g, a, n, e)) return false;
+    return true;
+}
+
 static bool writeback_in_place_ok(const tc_graph *g, const tc_gplan_info *a, int32_t e, int32_t s)
 {
     const tc_gval *src = &g->vals[s], *ext = &g->vals[e];
@@ -185,6 +204,7 @@ static bool writeback_in_place_ok(const tc_graph *g, const tc_gplan_info *a, int
     bool reads_old = false;
     for (int32_t n = 0; n < g->nnodes && !reads_old; n++) reads_old = a->pos[n] == at && tc_gplan_reads_memory_of(g, a, n, e);
     if (!reads_old) return true; /* any kernel may write where nothing it reads lives */
+    if (kind_of(p) == TC_KIND_OPTIM) return optim_aligned(g, a, pn, e, s);
     if (kind_of(p) != TC_KIND_EW || (p->flags & TC_GN_RANDOM) || p->out[0] != s) return false;
     /* Readers where the producer runs: the producer, or members of its fused group, which
      * read each block of their inputs before any output of that block is written (see

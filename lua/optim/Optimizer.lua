@@ -286,21 +286,23 @@ return function(optim)
       return cls
    end
 
+   -- fused (SGD, Adam, AdamW; PyTorch's option, true here): each parameter's update is one
+   -- op (adam_step, sgd_step) instead of a tensor op per term; false runs the tensor ops.
    define('SGD', 'sgd',
-      {lr = 'required', momentum = 0, dampening = 0, weight_decay = 0, nesterov = false},
+      {lr = 'required', momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, fused = true},
       function(g)
          return {learningRate = g.lr, momentum = g.momentum, dampening = g.dampening,
-                 weightDecay = g.weight_decay, nesterov = g.nesterov}
+                 weightDecay = g.weight_decay, nesterov = g.nesterov, fused = g.fused}
       end)
 
    local function adam_config(g)
       return {learningRate = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], epsilon = g.eps,
-              weightDecay = g.weight_decay, amsgrad = g.amsgrad}
+              weightDecay = g.weight_decay, amsgrad = g.amsgrad, fused = g.fused}
    end
    define('Adam', 'adam', {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0,
-                           amsgrad = false}, adam_config)
+                           amsgrad = false, fused = true}, adam_config)
    define('AdamW', 'adamw', {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2,
-                             amsgrad = false}, adam_config)
+                             amsgrad = false, fused = true}, adam_config)
    define('Adamax', 'adamax', {lr = 2e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0},
       function(g)
          return {learningRate = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], epsilon = g.eps,

@@ -30,6 +30,7 @@ return function(optim)
             wd = U.num(name, c, 'weightDecay', wd_default, level),
             amsgrad = c.amsgrad and true or false,
             decoupled = decoupled,
+            fused = c.fused ~= false,
          }
          if h.b1 < 0 or h.b1 >= 1 or h.b2 < 0 or h.b2 >= 1 then
             U.fail(name, 'beta1 and beta2 must be in [0, 1), got ' .. h.b1 .. ' and ' .. h.b2, level)
@@ -39,20 +40,48 @@ return function(optim)
    end
 
    -- the per-step scalars (U.scalars): sv[1] = -clr sqrt(1 - beta2^t) / (1 - beta1^t),
-   -- sv[2] = epsilon sqrt(1 - beta2^t), sv[3] = 1 - clr weightDecay (adamw)
+   -- sv[2] = epsilon sqrt(1 - beta2^t), sv[3] = 1 - clr weightDecay (adamw); the fused step
+   -- (h.fused) reads them as float64, with weightDecay (adam) as a fourth.
    local function adam_prep(x, h, st)
       local t = (st.t or 0) + 1
       st.t = t
       local clr = h.lr / (1 + (t - 1) * h.lrd)
       local bc1 = 1 - h.b1 ^ t
       local sbc2 = math.sqrt(1 - h.b2 ^ t)
-      local p = U.scalars(st, x, 3)
+      local p = U.scalars(st, x, h.fused and 4 or 3, h.fused and torch._C.TC_F64 or nil)
       p[0] = -clr * sbc2 / bc1
       p[1] = h.eps * sbc2
-      p[2] = 1 - clr * h.wd
+      p[2] = h.decoupled and 1 - clr * h.wd or 1
+      if h.fused then p[3] = h.decoupled and 0 or h.wd end
+   end
+
+   -- m, v (and vmax) as the rows of one buffer st._mv, which the fused step updates in one
+   -- pass; st.m, st.v, st.vmax stay views of it (Torch7's field names). State that does not
+   -- view the buffer (a fresh state, a loaded state_dict) is copied into a new one.
+   local rows = {'m', 'v', 'vmax'}
+   local function adam_packed(x, h, st)
+      local K, n, mv = h.amsgrad and 3 or 2, x:nElement(), st._mv
+      local ok = mv ~= nil and mv:size(1) == K and mv:size(2) == n and mv:type() == x:type()
+      for r = 1, K do ok = ok and rawequal(st[rows[r]], st._mvr[r]) end
+      if ok then return mv end
+      mv = x.new(K, n):zero()
+      local views = {}
+      for r = 1, K do
+         local row = mv:select(1, r):viewAs(x)
+         local old = st[rows[r]]
+         if old ~= nil then row:copy(old) end
+         st[rows[r]], views[r] = row, row
+      end
+      st._mv, st._mvr = mv, views
+      return mv
    end
 
    local function adam_update(x, dfdx, h, st)
+      if h.fused then
+         local mv = adam_packed(x, h, st)
+         torch._adam_step(x, U.like_x(x, dfdx), mv, st._scal, h.b1, h.b2, h.amsgrad, x, mv)
+         return
+      end
       local sv = st._sv
       local d = dfdx
       if h.decoupled then
@@ -86,7 +115,8 @@ return function(optim)
 
    -- x, {f} = optim.adam(feval, x[, config][, state])
    -- config: learningRate (1e-3), learningRateDecay (0), beta1 (0.9), beta2 (0.999),
-   --         epsilon (1e-8), weightDecay (0, added to the gradient), amsgrad (false)
+   --         epsilon (1e-8), weightDecay (0, added to the gradient), amsgrad (false),
+   --         fused (true: one adam_step op per parameter; false: the tensor ops above)
    optim.adam = U.functional('adam', A.adam)
 
    -- x, {f} = optim.adamw(feval, x[, config][, state]): adam with weightDecay (default

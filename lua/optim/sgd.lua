@@ -25,6 +25,7 @@ return function(optim)
          wd = wdt and 0 or U.num('sgd', c, 'weightDecay', 0, level),
          mom = U.num('sgd', c, 'momentum', 0, level),
          nesterov = c.nesterov and true or false,
+         fused = c.fused ~= false,
       }
       h.damp = U.num('sgd', c, 'dampening', h.mom, level)
       if h.nesterov and (h.mom <= 0 or h.damp ~= 0) then
@@ -37,14 +38,31 @@ return function(optim)
       end
       return h
    end
-   -- the per-step scalar (U.scalars): sv[1] = -clr
+   -- Whether the update is one sgd_step op: momentum, no per-element rates or decays, fused
+   -- not turned off.
+   local function fused_step(h)
+      return h.fused and h.mom ~= 0 and not h.lrs and not h.wds
+   end
+   -- the per-step scalar (U.scalars): sv[1] = -clr; the fused step reads float64 {-clr, wd}
    function sgd.prep(x, h, st)
       local c = st.evalCounter or 0
-      local p = U.scalars(st, x, 1)
+      local fused = fused_step(h)
+      local p = U.scalars(st, x, fused and 2 or 1, fused and torch._C.TC_F64 or nil)
       p[0] = -(h.lr / (1 + c * h.lrd))
+      if fused then p[1] = h.wd end
       st.evalCounter = c + 1
    end
    function sgd.update(x, dfdx, h, st)
+      if fused_step(h) then
+         -- the first step's momentum is d itself: d + momentum * 0, without dampening
+         local v, damp = st.dfdx, h.damp
+         if v == nil then
+            v, damp = x.new():resizeAs(x):zero(), 0
+            st.dfdx = v
+         end
+         torch._sgd_step(x, U.like_x(x, dfdx), v, st._scal, h.mom, damp, h.nesterov, x, v)
+         return
+      end
       local d = U.decayed(st, x, dfdx, h.wd, h.wds)
       if h.mom ~= 0 then
          local v = st.dfdx

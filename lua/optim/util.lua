@@ -148,19 +148,28 @@ end
 -- converted to x's type, so eager results are unchanged; a compiled training step
 -- (tocha.jit.step) captures the tensor and calls prep before each run, so nothing that
 -- changes between steps is baked into the graph.
--- Returns a pointer to element 0 (write p[k-1]) and the list of views sv[1..n].
-function U.scalars(state, x, n)
+-- Returns a pointer to element 0 (write p[k-1]) and the list of views sv[1..n]. The values
+-- have x's dtype, or `dtype` (a fused step's op reads the whole vector as float64).
+function U.scalars(state, x, n, dtype)
    local s = state._scal
-   if s == nil or s.p.dtype ~= x.p.dtype or s:nElement() ~= n then
+   dtype = dtype or x.p.dtype
+   if s == nil or s.p.dtype ~= dtype or s:nElement() ~= n then
       -- on the host even for a CUDA x: written through its pointer here, and its 0-dim views
-      -- join x's device ops as CPU scalars
-      s = torch._typed_new[x.p.dtype](n)
+      -- (or the whole vector, for a fused step) join x's device ops as CPU scalars
+      s = torch._typed_new[dtype](n)
       local sv = {}
       for k = 1, n do sv[k] = s:select(1, k) end
       state._scal, state._sv = s, sv
    end
    -- not s:data(): inside a graph trace that counts as reading a captured tensor's value
    return ffi.cast(PTR[s.p.dtype], torch._C.tc_tensor_data(s.p)), state._sv
+end
+
+-- The gradient as the fused step ops want it: x's type and size.
+function U.like_x(x, dfdx)
+   if dfdx:type() ~= x:type() then dfdx = dfdx:typeAs(x) end
+   if not dfdx:isSameSizeAs(x) then dfdx = dfdx:viewAs(x) end
+   return dfdx
 end
 
 -- Runs fn(...) with gradient recording off when the autograd engine is loaded: optimizer

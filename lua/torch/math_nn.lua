@@ -492,3 +492,29 @@ function torch.scaledDotProductAttention(query, key, value, opts)
    end
    return out, opts.needWeights and w or nil -- weights only when asked for, whichever path ran
 end
+
+---------------------------------------------------------------------------------------------
+-- Optimizer steps (ops.def: adam_step, sgd_step), for lua/optim: one pass over a parameter
+---------------------------------------------------------------------------------------------
+
+-- torch._adam_step(x, g, state, scal, beta1, beta2, amsgrad [, xOut, stateOut]) -> x', state':
+-- Adam's update of x (any shape) from its gradient g; state (K, x:nElement()) holds m, v and,
+-- with amsgrad (K = 3), vmax; scal is a DoubleTensor {step, eps, keep, wd} (ops.def). New
+-- tensors, or xOut and stateOut (x and state themselves for the in-place step).
+function torch._adam_step(x, g, state, scal, beta1, beta2, amsgrad, xout, sout)
+   tp(x, '_adam_step'); tp(g, '_adam_step'); tp(state, '_adam_step'); tp(scal, '_adam_step')
+   IN[0], IN[1], IN[2], IN[3] = x.p, g.p, state.p, scal.p
+   P.s[0], P.s[1], P.i[0] = beta1, beta2, amsgrad and 1 or 0
+   local a, b = run2(C.TC_OP_ADAM_STEP, 4, xout, sout, 2) -- not a tail call: the error names the caller's line
+   return a, b
+end
+
+-- torch._sgd_step(x, g, buf, scal, momentum, dampening, nesterov [, xOut, bufOut]) -> x', buf':
+-- SGD with momentum after its first step; buf has x's size; scal is a DoubleTensor {-lr, wd}.
+function torch._sgd_step(x, g, buf, scal, momentum, dampening, nesterov, xout, bout)
+   tp(x, '_sgd_step'); tp(g, '_sgd_step'); tp(buf, '_sgd_step'); tp(scal, '_sgd_step')
+   IN[0], IN[1], IN[2], IN[3] = x.p, g.p, buf.p, scal.p
+   P.s[0], P.s[1], P.i[0] = momentum, dampening, nesterov and 1 or 0
+   local a, b = run2(C.TC_OP_SGD_STEP, 4, xout, bout, 2) -- not a tail call: the error names the caller's line
+   return a, b
+end

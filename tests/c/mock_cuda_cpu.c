@@ -23,8 +23,9 @@
  * the host (cuda_api.h), so their int64 indices are checked here at every run: a bad one
  * skips the call and is noted in the device's error word, as the CUDA kernels do.
  *
- * Environment: TOCHA_CUDA_MOCK_KERNELS  unset, "" or "mock": the mock's own kernels only
- * (the default; tests count host fallbacks); "cpu": this file. Any other value fails run()
+ * Environment: TOCHA_CUDA_MOCK_KERNELS  unset, "" or "mock": the mock's own kernels only,
+ * and this file for the optimizer steps (the default; tests count host fallbacks); "cpu":
+ * this file for everything. Any other value fails run()
  * with a message naming it.
  */
 #include "internal.h"
@@ -55,9 +56,12 @@ static void read_env(void)
 bool mock_cpu_takes(const tc_cuda_call *c)
 {
     pthread_once(&g_once, read_env);
-    if (g_mode == 0) return false;
-    if (g_mode < 0) return true; /* run() reports the bad value */
     const tc_opinfo *info = tc_op_info((tc_op)c->op);
+    /* the optimizer steps (adam_step, sgd_step) are elementwise work like the mock's own
+     * kernels: they always run here, so the default mock captures a step's update too */
+    bool optim = info && info->kind == TC_KIND_OPTIM;
+    if (g_mode == 0 && !optim) return false;
+    if (g_mode < 0) return true; /* run() reports the bad value */
     if (!info || info->kind == TC_KIND_RANDOM || info->kind == TC_KIND_VIEW) return false;
     if (!tc_cpu_backend.kernels[c->op]) return false;
     /* float gather / index_select keep the mock's kernel: inside a capture it skips only the

@@ -200,7 +200,7 @@ describe('optim PyTorch-style classes', function()
 
    it('rejects bad input', function()
       U.expect_error('optim.SGD: option lr is required', function() optim.SGD({torch.ones(2)}, {}) end)
-      U.expect_error("optim.Adam: unknown option 'learningRate' (options: amsgrad, betas, eps, lr, weight_decay)",
+      U.expect_error("optim.Adam: unknown option 'learningRate' (options: amsgrad, betas, eps, fused, lr, weight_decay)",
                      function() optim.Adam({torch.ones(2)}, {learningRate = 0.1}) end)
       U.expect_error('optim.SGD: option momentum must be a number, got string',
                      function() optim.SGD({torch.ones(2)}, {lr = 1, momentum = 'a'}) end)

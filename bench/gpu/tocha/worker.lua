@@ -9,7 +9,8 @@
 --   wd, threads (cpu); resnet: depth, width, classes, image; gpt2: layers, dim, heads, vocab,
 --   context, seq, dropout, flash_sdp (0: attention without the fused op on the device; read
 --   by this worker only, PyTorch keeps its flash attention); lstm: vocab, emb, hidden,
---   layers, seq, dropout.
+--   layers, seq, dropout; fused_optim (0: the optimizer's composed tensor ops instead of one
+--   adam_step / sgd_step op per parameter; this worker only, PyTorch keeps its foreach).
 -- A training step is PyTorch's: zero_grad, loss = criterion(model(x), y) (under
 -- torch.autocast for bf16/fp16), backward (of the GradScaler's scaled loss for fp16),
 -- optimizer step (scaler:step + scaler:update for fp16). compiled: tocha.jit.step runs the
@@ -95,12 +96,13 @@ local function main()
    for _, p in ipairs(params) do n = n + p:nElement() end
 
    local optimizer
+   local fused = o.fused_optim ~= 0
    if o.opt == 'sgd' then
-      optimizer = optim.SGD(params, {lr = o.lr, momentum = o.momentum or 0, weight_decay = o.wd or 0})
+      optimizer = optim.SGD(params, {lr = o.lr, momentum = o.momentum or 0, weight_decay = o.wd or 0, fused = fused})
    elseif o.opt == 'adam' then
-      optimizer = optim.Adam(params, {lr = o.lr, weight_decay = o.wd or 0})
+      optimizer = optim.Adam(params, {lr = o.lr, weight_decay = o.wd or 0, fused = fused})
    elseif o.opt == 'adamw' then
-      optimizer = optim.AdamW(params, {lr = o.lr, weight_decay = o.wd or 0.01})
+      optimizer = optim.AdamW(params, {lr = o.lr, weight_decay = o.wd or 0.01, fused = fused})
    else
       error('unknown optimizer ' .. tostring(o.opt))
    end

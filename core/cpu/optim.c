@@ -1,0 +1,94 @@
+/* optim.c -- CPU optimizer steps: adam_step and sgd_step (ops.def), one pass over a
+ * parameter's elements instead of one pass per tensor op of the update.
+ *
+ * Each element is computed with the operations, in the order and type, of the composed
+ * update in lua/optim (adam.lua, sgd.lua) -- lerp for m, mul then addcmul for v, sqrt, add,
+ * mul, addcdiv for x -- so for float and double the fused step gives the composed step's
+ * bits (C11 does not contract a*b+c into an fma). f16/bf16 arrive as float32 copies
+ * (tc_cpu_with_f32): they round once, at the end, instead of after every op.
+ * Results may be the inputs themselves (the optimizers pass x and its state as the out
+ * slots): element i is read before it is written and no other element is touched.
+ */
+#include "nn.h"
+#include <tgmath.h> /* sqrt of a float is sqrtf, as in the elementwise kernels */
+
+typedef struct optim_job {
+    int64_t n;
+    const char *x, *g, *st; /* inputs (dense) */
+    char *xo, *sto;         /* results (dense; may be x and st) */
+    double scal[4];
+    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening */
+    bool flag;   /* adam: amsgrad; sgd: nesterov */
+} optim_job;
+
+#define OPTIM_LOOPS(T, sfx)                                                                        \
+    static void adam_range_##sfx(void *ctx, int64_t lo, int64_t hi)                                \
+    {                                                                                              \
+        const optim_job *j = ctx;                                                                  \
+        const T *x = (const T *)j->x, *g = (const T *)j->g;                                        \
+        const T *m = (const T *)j->st, *v = m + j->n, *vmax = v + j->n;                            \
+        T *xo = (T *)j->xo, *mo = (T *)j->sto, *vo = mo + j->n, *vmaxo = vo + j->n;                \
+        const T step = (T)j->scal[0], eps = (T)j->scal[1], keep = (T)j->scal[2], wd = (T)j->scal[3]; \
+        const T c1 = (T)(1 - j->a), b2 = (T)j->b, c2 = (T)(1 - j->b);                              \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            T xv = x[i], d = g[i], mv = m[i];                                                      \
+            if (wd != 0) d = d + wd * xv;                 /* Adam's decay, through the gradient */ \
+            T m1 = mv + c1 * (d - mv);                    /* m:lerp(d, 1 - beta1) */               \
+            T v1 = v[i] * b2;                             /* v:mul(beta2) */                       \
+            v1 = v1 + c2 * d * d;                         /* :addcmul(1 - beta2, d, d) */          \
+            T src = v1;                                                                            \
+            if (j->flag) {                                /* vmax:cmax(v), NaN kept */             \
+                T vm = vmax[i];                                                                    \
+                src = (vm > v1 || vm != vm) ? vm : v1;                                             \
+                vmaxo[i] = src;                                                                    \
+            }                                                                                      \
+            T den = sqrt(src) + eps;                                                               \
+            xo[i] = xv * keep + (m1 * step) / den;        /* AdamW's x:mul(keep), addcdiv */       \
+            mo[i] = m1, vo[i] = v1;                                                                \
+        }                                                                                          \
+    }                                                                                              \
+    static void sgd_range_##sfx(void *ctx, int64_t lo, int64_t hi)                                 \
+    {                                                                                              \
+        const optim_job *j = ctx;                                                                  \
+        const T *x = (const T *)j->x, *g = (const T *)j->g, *buf = (const T *)j->st;               \
+        T *xo = (T *)j->xo, *bo = (T *)j->sto;                                                     \
+        const T neglr = (T)j->scal[0], wd = (T)j->scal[1], mom = (T)j->a, c = (T)(1 - j->b);      \
+        const bool plain = j->b == 0;                                                              \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            T xv = x[i], d = g[i];                                                                 \
+            if (wd != 0) d = d + wd * xv;                                                          \
+            T b1 = plain ? d + mom * buf[i] : buf[i] * mom + c * d;                                \
+            T step = j->flag ? d + mom * b1 : b1;                                                  \
+            xo[i] = xv + neglr * step;                    /* x:addcmul(1, -lr, d) */               \
+            bo[i] = b1;                                                                            \
+        }                                                                                          \
+    }
+
+OPTIM_LOOPS(float, f32)
+OPTIM_LOOPS(double, f64)
+
+tc_status tc_cpu_optim(const tc_kcall *k)
+{
+    if (tc_kcall_has_half(k)) return tc_cpu_with_f32(k, tc_cpu_optim);
+    const tc_tensor *in[3] = {0};
+    tc_tensor *tin[3] = {0}, *tout[2] = {0}, *out[2] = {0};
+    tc_status s = TC_OK;
+    for (int i = 0; i < 3 && !s; i++) s = tc_nn_dense_in(k->in[i], &tin[i], &in[i]);
+    for (int o = 0; o < 2 && !s; o++) s = tc_nn_dense_out(k->out[o], &tout[o], &out[o]);
+    if (s) goto done;
+    bool adam = k->op == TC_OP_ADAM_STEP;
+    optim_job j = {.n = tc_tensor_numel(in[0]), .x = tc_base(in[0]), .g = tc_base(in[1]), .st = tc_base(in[2]),
+                   .xo = tc_base(out[0]), .sto = tc_base(out[1]), .a = k->p->s[0], .b = k->p->s[1],
+                   .flag = k->p->i[0] != 0};
+    const tc_tensor *scal = k->in[3];
+    const double *sp = (const double *)tc_base(scal);
+    for (int64_t i = 0; i < scal->size[0]; i++) j.scal[i] = sp[i * scal->stride[0]];
+    bool f32 = in[0]->dtype == TC_F32;
+    tc_range_fn fn = adam ? (f32 ? adam_range_f32 : adam_range_f64) : (f32 ? sgd_range_f32 : sgd_range_f64);
+    if (j.n > 0) tc_parallel_for(j.n, TC_PARALLEL_GRAIN, fn, &j);
+    for (int o = 0; o < 2; o++) tc_nn_dense_out_finish(k->out[o], tout[o]);
+done:
+    for (int i = 0; i < 3; i++) tc_tensor_release(tin[i]);
+    for (int o = 0; o < 2; o++) tc_tensor_release(tout[o]);
+    return s;
+}

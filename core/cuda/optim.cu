@@ -1,0 +1,101 @@
+/* optim.cu -- the CUDA kernels of adam_step and sgd_step (the OPTIM kind, ops.def): one
+ * parameter's optimizer update in one pass, a thread per element (grid-stride), instead of
+ * one kernel per tensor op of the composed update. CPU twin: core/cpu/optim.c.
+ *
+ * Each element is computed with the CPU kernel's operations in its order and type (float,
+ * double for f64; f16/bf16 loaded as float and rounded once at the store), and this file is
+ * built without fused multiply-adds (Makefile), so a device step gives the CPU step's bits.
+ * The per-step scalars are read from the device copy of scal when the kernel runs: a CUDA
+ * graph replays with the values of the replay (capture.c refreshes that copy first).
+ * Results may be the inputs themselves (dense_call's elementwise mode): element i of every
+ * operand is read before element i of a result is written.
+ * NOTE: compiled with nvcc 13 but never run on a GPU (docs/cuda.md); over the emulator
+ * every golden case runs through them.
+ */
+#include "dense_call.h"
+#include <math.h>
+
+using namespace tck;
+
+namespace {
+
+struct optargs {
+    int64_t n;
+    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening */
+    bool flag;   /* adam: amsgrad; sgd: nesterov */
+};
+
+/* s holds m, v (and vmax) one after the other, n values each; so does so */
+template <int DT>
+__global__ void adam_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *s,
+                            typename dt<DT>::S *xo, typename dt<DT>::S *so, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C step = (C)scal[0], eps = (C)scal[1], keep = (C)scal[2], wd = (C)scal[3];
+    const C c1 = (C)(1 - a.a), b2 = (C)a.b, c2 = (C)(1 - a.b);
+    const int64_t n = a.n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i), mv = (C)ld(s + i);
+        if (wd != 0) d = d + wd * xv;
+        C m1 = mv + c1 * (d - mv);
+        C v1 = (C)ld(s + n + i) * b2;
+        v1 = v1 + c2 * d * d;
+        C src = v1;
+        if (a.flag) {
+            C vm = (C)ld(s + 2 * n + i);
+            src = (vm > v1 || vm != vm) ? vm : v1;
+            st(so + 2 * n + i, src);
+        }
+        C den = sqrt(src) + eps;
+        st(xo + i, xv * keep + (m1 * step) / den);
+        st(so + i, m1);
+        st(so + n + i, v1);
+    }
+}
+
+template <int DT>
+__global__ void sgd_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *buf,
+                           typename dt<DT>::S *xo, typename dt<DT>::S *bo, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C neglr = (C)scal[0], wd = (C)scal[1], mom = (C)a.a, c = (C)(1 - a.b);
+    const bool plain = a.b == 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i), bv = (C)ld(buf + i);
+        if (wd != 0) d = d + wd * xv;
+        C b1 = plain ? d + mom * bv : bv * mom + c * d;
+        C step = a.flag ? d + mom * b1 : b1;
+        st(xo + i, xv + neglr * step);
+        st(bo + i, b1);
+    }
+}
+
+} /* namespace */
+
+tc_status cu_op_optim(int dev, const tc_cuda_call *c)
+{
+    const char *what = cu_op_name(c->op);
+    if (c->nin != 4 || c->nout != 2) return cu_fail(TC_ERR_ARG, "%s: bad call", what);
+    int d0 = c->in[0].dtype;
+    if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
+    optargs a{c->in[0].numel, c->params.s[0], c->params.s[1], c->params.i[0] != 0};
+    if (a.n == 0) return TC_OK;
+    dense_call d(dev);
+    if (tc_status s = d.make(c, true)) return s;
+    bool adam = c->op == TC_OP_ADAM_STEP;
+    tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
+        constexpr int DT = decltype(tag)::value;
+        if constexpr (!dt<DT>::FL) {
+            return cu_unsupported(c);
+        } else {
+            using S = typename dt<DT>::S;
+            const S *x = (const S *)d.in[0].data, *g = (const S *)d.in[1].data, *sin = (const S *)d.in[2].data;
+            S *xo = (S *)d.out[0].data, *so = (S *)d.out[1].data;
+            const double *scal = (const double *)d.in[3].data;
+            if (adam) adam_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
+            else sgd_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
+            return launched(c);
+        }
+    });
+    return s ? s : d.finish(c);
+}
