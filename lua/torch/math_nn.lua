@@ -497,24 +497,30 @@ end
 -- Optimizer steps (ops.def: adam_step, sgd_step), for lua/optim: one pass over a parameter
 ---------------------------------------------------------------------------------------------
 
+-- One step op: x, g, state, scal and the op's params (a, b: s0, s1; flag: i0) -> x', state'
+-- (new tensors, or xout and sout: x and the state themselves for the in-place step).
+local function optim_step(op, name, x, g, st, scal, a, b, flag, xout, sout)
+   local args = {x, g, st, scal}
+   for i = 1, 4 do -- not ipairs: it stops at a nil
+      if not isT(args[i]) then argerror(name, 'expected a tensor, got ' .. describe(args[i]), 3) end -- the caller's line
+   end
+   IN[0], IN[1], IN[2], IN[3] = x.p, g.p, st.p, scal.p
+   P.s[0], P.s[1], P.i[0] = a, b, flag and 1 or 0
+   local r1, r2 = run2(op, 4, xout, sout, 3) -- not a tail call: the error names the caller's line
+   return r1, r2
+end
+
 -- torch._adam_step(x, g, state, scal, beta1, beta2, amsgrad [, xOut, stateOut]) -> x', state':
 -- Adam's update of x (any shape) from its gradient g; state (K, x:nElement()) holds m, v and,
--- with amsgrad (K = 3), vmax; scal is a DoubleTensor {step, eps, keep, wd} (ops.def). New
--- tensors, or xOut and stateOut (x and state themselves for the in-place step).
+-- with amsgrad (K = 3), vmax; scal is a DoubleTensor {step, eps, keep, wd} (ops.def).
 function torch._adam_step(x, g, state, scal, beta1, beta2, amsgrad, xout, sout)
-   tp(x, '_adam_step'); tp(g, '_adam_step'); tp(state, '_adam_step'); tp(scal, '_adam_step')
-   IN[0], IN[1], IN[2], IN[3] = x.p, g.p, state.p, scal.p
-   P.s[0], P.s[1], P.i[0] = beta1, beta2, amsgrad and 1 or 0
-   local a, b = run2(C.TC_OP_ADAM_STEP, 4, xout, sout, 2) -- not a tail call: the error names the caller's line
-   return a, b
+   local r1, r2 = optim_step(C.TC_OP_ADAM_STEP, '_adam_step', x, g, state, scal, beta1, beta2, amsgrad, xout, sout)
+   return r1, r2
 end
 
 -- torch._sgd_step(x, g, buf, scal, momentum, dampening, nesterov [, xOut, bufOut]) -> x', buf':
 -- SGD with momentum after its first step; buf has x's size; scal is a DoubleTensor {-lr, wd}.
 function torch._sgd_step(x, g, buf, scal, momentum, dampening, nesterov, xout, bout)
-   tp(x, '_sgd_step'); tp(g, '_sgd_step'); tp(buf, '_sgd_step'); tp(scal, '_sgd_step')
-   IN[0], IN[1], IN[2], IN[3] = x.p, g.p, buf.p, scal.p
-   P.s[0], P.s[1], P.i[0] = momentum, dampening, nesterov and 1 or 0
-   local a, b = run2(C.TC_OP_SGD_STEP, 4, xout, bout, 2) -- not a tail call: the error names the caller's line
-   return a, b
+   local r1, r2 = optim_step(C.TC_OP_SGD_STEP, '_sgd_step', x, g, buf, scal, momentum, dampening, nesterov, xout, bout)
+   return r1, r2
 end
