@@ -283,13 +283,9 @@ tc_status cu_op_attn(int dev, const tc_cuda_call *c)
                        cu_op_name(c->op), (long long)a.N, (long long)a.L, (long long)a.S);
     dense_call x(dev);
     if (tc_status s = x.make(c)) return s;
-    tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
+    tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (!dt<DT>::FL) {
-            return cu_unsupported(c);
-        } else {
-            return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
-        }
+        return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
     });
     return s ? s : x.finish(c);
 }

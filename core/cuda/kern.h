@@ -91,6 +91,16 @@ template <class F> static tc_status with_dtype(int d, F &&f)
     }
 }
 
+/* with_dtype for the kernels of float types only (f32, f64, f16, bf16): f(tag) as above; any
+ * other dtype is c's "no CUDA kernel" error (libtocha may then run the op on the host). */
+template <class F> static tc_status with_float_dtype(int d, const tc_cuda_call *c, F &&f)
+{
+    return with_dtype(d, [&](auto tag) -> tc_status {
+        if constexpr (!dt<decltype(tag)::value>::FL) return cu_unsupported(c);
+        else return f(tag);
+    });
+}
+
 /* ---- strided geometry ------------------------------------------------------------------------ */
 
 enum { MAXD = TC_MAX_DIMS };

@@ -200,15 +200,11 @@ tc_status cu_op_layer_norm(int dev, const tc_cuda_call *c)
                        (long long)a.K);
     dense_call d(dev);
     if (tc_status s = d.make(c)) return s;
-    tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
+    tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (!dt<DT>::FL) {
-            return cu_unsupported(c);
-        } else {
-            using S = typename dt<DT>::S;
-            using C = typename dt<DT>::C;
-            return wdt == d0 ? launch<DT, S>(dev, c, d, a) : launch<DT, C>(dev, c, d, a);
-        }
+        using S = typename dt<DT>::S;
+        using C = typename dt<DT>::C;
+        return wdt == d0 ? launch<DT, S>(dev, c, d, a) : launch<DT, C>(dev, c, d, a);
     });
     return s ? s : d.finish(c);
 }

@@ -83,19 +83,15 @@ tc_status cu_op_optim(int dev, const tc_cuda_call *c)
     dense_call d(dev);
     if (tc_status s = d.make(c, true)) return s;
     bool adam = c->op == TC_OP_ADAM_STEP;
-    tc_status s = with_dtype(d0, [&](auto tag) -> tc_status {
+    tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (!dt<DT>::FL) {
-            return cu_unsupported(c);
-        } else {
-            using S = typename dt<DT>::S;
-            const S *x = (const S *)d.in[0].data, *g = (const S *)d.in[1].data, *sin = (const S *)d.in[2].data;
-            S *xo = (S *)d.out[0].data, *so = (S *)d.out[1].data;
-            const double *scal = (const double *)d.in[3].data;
-            if (adam) adam_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
-            else sgd_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
-            return launched(c);
-        }
+        using S = typename dt<DT>::S;
+        const S *x = (const S *)d.in[0].data, *g = (const S *)d.in[1].data, *sin = (const S *)d.in[2].data;
+        S *xo = (S *)d.out[0].data, *so = (S *)d.out[1].data;
+        const double *scal = (const double *)d.in[3].data;
+        if (adam) adam_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
+        else sgd_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
+        return launched(c);
     });
     return s ? s : d.finish(c);
 }

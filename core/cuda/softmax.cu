@@ -217,16 +217,12 @@ static tc_status softmax_backward(int dev, const tc_cuda_call *c)
         if (tc_status s = causal_rows(c, g, d, &a.rows)) return s;
     geo_coalesce(lg);
     a.G = threads_per_line(a.gs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
-    return with_dtype(d0, [&](auto tag) -> tc_status {
+    return with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (!dt<DT>::FL) {
-            return cu_unsupported(c);
-        } else {
-            using S = typename dt<DT>::S;
-            softmax_backward_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>(
-                (const S *)g.data, (const S *)y.data, (S *)o.data, lg, a);
-            return launched(c);
-        }
+        using S = typename dt<DT>::S;
+        softmax_backward_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>(
+            (const S *)g.data, (const S *)y.data, (S *)o.data, lg, a);
+        return launched(c);
     });
 }
 
@@ -256,14 +252,10 @@ tc_status cu_op_softmax(int dev, const tc_cuda_call *c)
         if (tc_status s = causal_rows(c, x, d, &a.rows)) return s;
     geo_coalesce(lg);
     a.G = threads_per_line(a.xs, lg.nd, lg.nd > 0 ? lg.st[0][lg.nd - 1] : 0, a.nlines, a.n);
-    return with_dtype(d0, [&](auto tag) -> tc_status {
+    return with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (!dt<DT>::FL) {
-            return cu_unsupported(c);
-        } else {
-            using S = typename dt<DT>::S;
-            softmax_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>((const S *)x.data, (S *)y.data, lg, a);
-            return launched(c);
-        }
+        using S = typename dt<DT>::S;
+        softmax_kernel<DT><<<grid_for(dev, a.nlines * a.G), BLOCK, 0, cu_stream()>>>((const S *)x.data, (S *)y.data, lg, a);
+        return launched(c);
     });
 }
