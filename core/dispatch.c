@@ -63,9 +63,7 @@ static tc_status check_dtype_flags(const tc_kcall *k)
 static bool cpu_scalar_of(const tc_kcall *k, int i)
 {
     const tc_tensor *t = k->in[i];
-    if (t->device != TC_CPU) return false;
-    if (t->ndim == 0) return true;
-    return k->info->kind == TC_KIND_OPTIM && i == k->nin - 1 && t->ndim == 1 && t->size[0] <= 8;
+    return t->device == TC_CPU && tc_host_scalars_join(k->info->kind, i, k->nin, t->ndim, t->size);
 }
 
 static tc_status device_mismatch(const tc_kcall *k, const char *what, const tc_tensor *t, int device)

@@ -191,6 +191,14 @@ tc_status tc_prepare_norm(const tc_kcall *k, tc_outspec *spec);    /* core/shape
 tc_status tc_prepare_rnn(const tc_kcall *k, tc_outspec *spec);     /* core/shape_rnn.c */
 tc_status tc_prepare_attn(const tc_kcall *k, tc_outspec *spec);    /* core/shape_attn.c */
 tc_status tc_prepare_optim(const tc_kcall *k, tc_outspec *spec);   /* core/shape_optim.c */
+/* Whether a CPU tensor of ndim dims (sizes) may be input `i` of `nin` of a device op of this
+ * kind, the kernel getting a device copy: a 0-dim tensor (PyTorch's rule), or an optimizer
+ * step's vector of per-step scalars (its last input, at most 8 values). The dispatcher and
+ * the graph's device check (exec_cuda.c) both ask this. */
+static inline bool tc_host_scalars_join(int kind, int i, int nin, int ndim, const int64_t *size)
+{
+    return ndim == 0 || (kind == TC_KIND_OPTIM && i == nin - 1 && ndim == 1 && size[0] <= 8);
+}
 /* Index kind (core/shape_index.c), shared with its kernels: whether one element is non-zero
  * (NaN counts), and how many elements of t broadcast to (ndim, sizes) are. */
 bool tc_elem_nonzero(int dt, const void *p);

@@ -124,8 +124,8 @@ static void relocate_round_trips(tc_graph *g, int32_t home)
 tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
 {
     int32_t nv = g->nvals, home = TC_CPU;
-    /* [v]: read by a node; [nv+1+v]: by a non-copy; [2(nv+1)+v]: by a non-copy other than
-     * as an optimizer step's scalar vector (its last input) */
+    /* [v]: read by a node; [nv+1+v]: by a non-copy; [2(nv+1)+v]: by a non-copy where a CPU
+     * tensor could not join (tc_host_scalars_join) */
     uint8_t *read = calloc((size_t)nv + 1, 3);
     if (!read) return tc_set_error(TC_ERR_MEMORY, "graph: out of memory checking devices");
     uint8_t *by_op = read + nv + 1, *not_scal = by_op + nv + 1;
@@ -137,7 +137,8 @@ tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
         for (int32_t i = 0; i < nd->nin; i++)
             if (nd->in[i] >= 0) {
                 read[nd->in[i]] = 1, by_op[nd->in[i]] |= !copy;
-                not_scal[nd->in[i]] |= !copy && !(kind == TC_KIND_OPTIM && i == nd->nin - 1);
+                const tc_gval *u = &g->vals[nd->in[i]];
+                not_scal[nd->in[i]] |= !copy && !tc_host_scalars_join(kind, i, nd->nin, u->ndim, u->size);
             }
     }
     for (int32_t i = 0; i < g->noutputs; i++) read[g->outputs[i]] = by_op[g->outputs[i]] = not_scal[g->outputs[i]] = 1;
@@ -161,8 +162,7 @@ tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
         bool data = x->kind == TC_GV_EXTERNAL || x->kind == TC_GV_CONST;
         /* a 0-dim CPU tensor may join device ops, so may an optimizer step's scalar vector
          * (the dispatcher's rule); data on another device may be copied over */
-        bool host_scalars = x->device == TC_CPU && home != TC_CPU &&
-                            (x->ndim == 0 || (x->ndim == 1 && x->size[0] <= 8 && !not_scal[v]));
+        bool host_scalars = x->device == TC_CPU && home != TC_CPU && (x->ndim == 0 || !not_scal[v]);
         if (data && (host_scalars || !by_op[v])) continue;
         char w[256], d1[16], d2[16], b[TC_SHAPE_BUF];
         s = tc_set_error(TC_ERR_DEVICE,

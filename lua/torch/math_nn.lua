@@ -500,9 +500,11 @@ end
 -- One step op: x, g, state, scal and the op's params (a, b: s0, s1; flag: i0) -> x', state'
 -- (new tensors, or xout and sout: x and the state themselves for the in-place step).
 local function optim_step(op, name, x, g, st, scal, a, b, flag, xout, sout)
-   local args = {x, g, st, scal}
-   for i = 1, 4 do -- not ipairs: it stops at a nil
-      if not isT(args[i]) then argerror(name, 'expected a tensor, got ' .. describe(args[i]), 3) end -- the caller's line
+   if not (isT(x) and isT(g) and isT(st) and isT(scal)) then -- a table only on this error path
+      local args = {x, g, st, scal}
+      for i = 1, 4 do -- not ipairs: it stops at a nil
+         if not isT(args[i]) then argerror(name, 'expected a tensor, got ' .. describe(args[i]), 3) end -- the caller's line
+      end
    end
    IN[0], IN[1], IN[2], IN[3] = x.p, g.p, st.p, scal.p
    P.s[0], P.s[1], P.i[0] = a, b, flag and 1 or 0
