@@ -169,7 +169,8 @@ static inline void bump_version(tc_tensor *t)
 
 _Thread_local bool tc_exec_shape_only;
 
-/* A device op's 0-dim CPU inputs become device copies for the kernel (check_devices). */
+/* A device op's host scalars become device copies for the kernel (check_devices), queued
+ * on the stream without a host wait (cuda_scalars.c). */
 static tc_status run_on_device(tc_kcall *k, tc_kernel kern, int device)
 {
     bool moves = false;
@@ -185,7 +186,7 @@ static tc_status run_on_device(tc_kcall *k, tc_kernel kern, int device)
     for (int i = 0; i < k->nin && !s; i++) {
         in[i] = k->in[i];
         if (in[i] && in[i]->device != device) {
-            s = tc_tensor_to(in[i], device, -1, &moved[i]);
+            s = tc_cuda_scalars_to_device(in[i], device, &moved[i]);
             in[i] = moved[i];
         }
     }

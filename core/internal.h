@@ -147,6 +147,18 @@ tc_status tc_cuda_storage_alloc(int device, int64_t nbytes, bool zero, tc_storag
 /* nbytes from src on src_device to dst on dst_device (either may be TC_CPU); waits until
  * the bytes have arrived when the destination is the host. */
 tc_status tc_device_copy_bytes(int dst_device, void *dst, int src_device, const void *src, size_t nbytes);
+/* Host scalars joining device work (core/cuda_scalars.c): nbytes (TC_CUDA_SCALARS_MAX at
+ * most; more goes through tc_device_copy_bytes) from the host to dst on a CUDA device,
+ * queued on this thread's current stream through page-locked memory, without waiting: src
+ * may change on return, work queued after it on the same stream reads the bytes. */
+#define TC_CUDA_SCALARS_MAX 64
+/* Its ring: chunks of 16-byte slots, a chunk's copies all on one stream (tests). */
+#define TC_CUDA_SCALARS_CHUNKS 32
+#define TC_CUDA_SCALARS_CHUNK_SLOTS 128
+tc_status tc_cuda_scalars_copy(int device, void *dst, const void *src, size_t nbytes);
+/* A contiguous device copy of host tensor t, made so when t is at most TC_CUDA_SCALARS_MAX
+ * bytes; else (or while a capture is open) tc_tensor_to's synchronous copy. */
+tc_status tc_cuda_scalars_to_device(const tc_tensor *t, int device, tc_tensor **out);
 /* The CUDA backend's kernel for every op (run on the device, or on the host when the
  * backend has no kernel and the fallback is on). */
 extern const tc_backend tc_cuda_backend;

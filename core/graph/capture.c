@@ -233,9 +233,14 @@ tc_status tc_graph_replay(tc_captured_graph *c)
 {
     if (!c || !c->cg) return tc_set_error(TC_ERR_ARG, "graph replay: NULL capture");
     static const tc_params cp = {.i = {-1, 0, 0, 0}};
-    for (int32_t i = 0; i < c->nmir; i++) { /* the host scalars' values now */
+    for (int32_t i = 0; i < c->nmir; i++) { /* the host scalars' values now, queued ahead of the graph */
+        const tc_tensor *src = c->mir_src[i];
         tc_tensor *dst[1] = {c->mir[i]};
-        TRY(tc_op_exec(TC_OP_COPY, &c->mir_src[i], 1, &cp, dst, 1));
+        if (src->dtype == dst[0]->dtype && tc_tensor_is_contiguous(src) && tc_tensor_is_contiguous(dst[0]))
+            TRY(tc_cuda_scalars_copy(dst[0]->device, tc_base(dst[0]), tc_base(src),
+                                     (size_t)(tc_tensor_numel(src) * tc_elsize(src->dtype))));
+        else
+            TRY(tc_op_exec(TC_OP_COPY, &c->mir_src[i], 1, &cp, dst, 1));
     }
     TRY(tc_cuda_graph_replay(c->cg));
     for (int32_t i = 0; i < c->nwb; i++)

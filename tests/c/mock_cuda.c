@@ -318,14 +318,23 @@ static tc_status copy(int dev, void *dst, const void *src, size_t nbytes, int ki
     return TC_OK;
 }
 
+/* A plain copy to or from the host waits for the current stream (runtime.cu's copy): a
+ * host wait, which lifts the stream's holds. */
+static tc_status copy_waited(int dev, void *dst, const void *src, size_t nbytes, int kind, const char *what)
+{
+    tc_status s = copy(dev, dst, src, nbytes, kind, what);
+    if (!s && !mock_recording(dev)) mock_unhold(dev, t_stream[dev], 0);
+    return s;
+}
+
 static tc_status copy_h2d(int dev, void *dst, const void *src, size_t nbytes)
 {
-    return copy(dev, dst, src, nbytes, 'h', "cuda: copy host to device");
+    return copy_waited(dev, dst, src, nbytes, 'h', "cuda: copy host to device");
 }
 
 static tc_status copy_d2h(int dev, void *dst, const void *src, size_t nbytes)
 {
-    return copy(dev, dst, src, nbytes, 'd', "cuda: copy device to host");
+    return copy_waited(dev, dst, src, nbytes, 'd', "cuda: copy device to host");
 }
 
 static tc_status copy_d2d(int dev, void *dst, const void *src, size_t nbytes)

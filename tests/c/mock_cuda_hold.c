@@ -5,7 +5,8 @@
  * (tc_cuda_mock_hold, found with dlsym): an event recorded on it while held stays incomplete
  * until the hold is lifted, by tc_cuda_mock_hold(dev, stream, 0) or a host wait covering the
  * stream (synchronize of the device or the stream, event_synchronize of such an event, the
- * stream's destroy), when a GPU would have finished the work. A stream that waits on an
+ * stream's destroy, a plain copy to or from the host queued on it), when a GPU would have
+ * finished the work. A stream that waits on an
  * incomplete event (event_wait) is held too, until that event completes: its later work
  * would run after the held work on a GPU. (A host wait on the waiting stream lifts only its
  * own holds: the source's events stay incomplete, which orders more than a GPU would, never less.)
