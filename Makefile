@@ -106,11 +106,12 @@ $(CUDA_STAMP): FORCE
 FORCE:
 $(BUILD)/core/cuda/%.o: core/cuda/%.cu core/ops.def core/scalar_math.h core/tocha.h $(wildcard core/cuda/*.h) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/core/cuda/runtime.o: NVCCFLAGS += $(CUDA_BUILT)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_FILE_FLAGS) -c $< -o $@
+# Flags of single files, apart from NVCCFLAGS so that `make NVCCFLAGS=...` keeps them.
+$(BUILD)/core/cuda/runtime.o: CUDA_FILE_FLAGS = $(CUDA_BUILT)
 # No fused multiply-add contraction in the elementwise kernels and the optimizer steps: the
 # CPU computes a*b+c with two roundings, and the conformance tests compare the two bit for bit.
-$(BUILD)/core/cuda/ew.o $(BUILD)/core/cuda/optim.o: NVCCFLAGS += -fmad=false
+$(BUILD)/core/cuda/ew.o $(BUILD)/core/cuda/optim.o: CUDA_FILE_FLAGS = -fmad=false
 # Plain C parts of the backend (the caching allocator): nvcc hands them to the host compiler.
 $(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)

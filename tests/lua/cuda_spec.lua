@@ -276,3 +276,30 @@ describe('torch.cuda', function()
       end)
    end)
 end)
+
+describe('the CUDA build (Makefile)', function()
+   -- The nvcc command make would run for core/cuda/<name>.cu with the common flags replaced.
+   local function compile_line(name)
+      local f = assert(io.popen("make -s -n -W core/cuda/" .. name .. ".cu NVCCFLAGS='-O2 -Icore' BUILD=" .. build
+         .. ' ' .. build .. '/core/cuda/' .. name .. '.o 2>&1'))
+      local out = f:read('*a')
+      f:close()
+      for line in out:gmatch('[^\n]+') do
+         if line:find('-c core/cuda/' .. name .. '.cu', 1, true) then return line end
+      end
+      error('no compile line for ' .. name .. '.cu in:\n' .. out)
+   end
+
+   it('keeps the flags of single files under make NVCCFLAGS=...', function()
+      -- -fmad=false: the elementwise kernels and the optimizer steps give the CPU's bits
+      for _, name in ipairs({'ew', 'optim'}) do
+         local line = compile_line(name)
+         assert.is_truthy(line:find('-O2 -Icore', 1, true), line)
+         assert.is_truthy(line:find('-fmad=false', 1, true), line)
+      end
+      assert.is_truthy(compile_line('runtime'):find('-DTC_CUDA_SASS=', 1, true))
+      local other = compile_line('blas')
+      assert.is_truthy(other:find('-O2 -Icore', 1, true), other)
+      assert.is_falsy(other:find('-fmad', 1, true), other)
+   end)
+end)
