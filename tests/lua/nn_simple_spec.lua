@@ -115,6 +115,17 @@ describe('nn.LookupTable', function()
       local m = nn.LookupTable(4, 3)
       U.expect_error('nn.LookupTable(4 -> 3): index 5 out of range 1..4', function() m:forward(torch.LongTensor{1, 5}) end)
       U.expect_error('nn.LookupTable(4 -> 3): expected a 1-D or 2-D tensor of indices', function() m:forward(torch.LongTensor(1, 1, 1):fill(1)) end)
+      -- the range error is the index op's, in the module's words at the caller's line; with
+      -- maxNorm it comes before any row is renormalised
+      local ok, err = pcall(function() m:forward(torch.LongTensor{{1, 2}, {0, 3}}) end)
+      assert.is_false(ok)
+      assert.are.equal('nn_simple_spec.lua:' .. debug.getinfo(1, 'l').currentline - 2
+         .. ': nn.LookupTable(4 -> 3): index 0 out of range 1..4', err:match('[^/]*$'))
+      local n = nn.LookupTable(4, 3, 0, 1.0)
+      n.weight:fill(2)
+      local before = n.weight:clone()
+      U.expect_error('nn.LookupTable(4 -> 3): index 9 out of range 1..4', function() n:forward(torch.LongTensor{1, 9}) end)
+      assert.are.same(before:totable(), n.weight:totable())
    end)
 end)
 
