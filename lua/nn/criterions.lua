@@ -103,7 +103,7 @@ H.softplus = softplus
 -- integer values in 1..nclass (or ignore). Returns a LongTensor (n) where ignored entries
 -- read 1, and a 0/1 mask of the input's type when some entry was ignored.
 function H.classes(self, input, target, n, nclass, ignore)
-   local t
+   local t, on_device
    if type(target) == 'number' then
       if n ~= 1 then fail(self, 'a number target fits one sample, got input %s', describe(input)) end
       t = torch.LongTensor({target})
@@ -113,6 +113,10 @@ function H.classes(self, input, target, n, nclass, ignore)
               describe(target), target:nElement(), n, describe(input))
       end
       t = target:long():contiguous():view(n)
+      -- a CUDA LongTensor on the input's device is read (the checks below) but not copied back
+      if input.p.device ~= 0 and target:type() == 'torch.CudaLongTensor' and target.p.device == input.p.device then
+         on_device = target:contiguous():view(n)
+      end
       if is_float(target) and not t:double():equal(target:double():contiguous():view(n)) then
          fail(self, 'class indices must be integers, got a %s holding fractions', target:type())
       end
@@ -138,7 +142,7 @@ function H.classes(self, input, target, n, nclass, ignore)
    end
    -- t is a host LongTensor here (target:long() of a CUDA target is one too, cutorch's
    -- rule): the class indices join a CUDA input on its device
-   if input.p.device ~= 0 then t = t:cudaLong(input:get_device()) end
+   if input.p.device ~= 0 then t = on_device or t:cudaLong(input:get_device()) end
    local mask
    if masked then
       local m = torch.ne(t, ignore)
