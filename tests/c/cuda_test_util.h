@@ -1,10 +1,10 @@
-/* cuda_test_util.h -- what the device tests share (test_cuda_device.c, test_cuda_stream.c,
- * test_cuda_devcheck.c, test_graph_cuda.c, test_graph_cuda_capture.c): whether a device is
- * there (a GPU, or the mock backend tests/run.sh selects), and copies to and from it kept
- * in the test pool. Include after ctest.h. */
+/* cuda_test_util.h -- what the device tests share (test_cuda_*.c, test_graph_cuda*.c):
+ * whether a device is there (a GPU, or the mock backend tests/run.sh selects), copies to
+ * and from it kept in the test pool, and the mock's stream hold. Include after ctest.h. */
 #ifndef TC_TEST_CUDA_UTIL_H
 #define TC_TEST_CUDA_UTIL_H
 
+#include "cuda/cuda_api.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +36,18 @@ static inline ct_hold_fn ct_cuda_mock_hold(void)
     ct_hold_fn fn = NULL;
     memcpy(&fn, &f, sizeof fn);
     return fn;
+}
+
+/* The backend handle of stream s on cuda:0 (made current for a moment): what the mock's
+ * hold takes. */
+static inline void *ct_stream_handle(tc_cuda_stream *s)
+{
+    tc_cuda_stream *prev = tc_cuda_current_stream(0);
+    tc_cuda_stream_retain(prev);
+    void *h = tc_cuda_set_stream(0, s) == TC_OK ? tc_cuda_stream_handle(0) : NULL;
+    (void)tc_cuda_set_stream(0, prev);
+    tc_cuda_stream_free(prev);
+    return h;
 }
 
 /* t copied to device (TC_CPU: to the host), or NULL with the reason printed. */

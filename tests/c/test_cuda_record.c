@@ -59,17 +59,6 @@ static int64_t allocated(void)
     return tc_cuda_memory_stats(0, &st) == TC_OK ? st.allocated_bytes : -1;
 }
 
-/* The handle of s (made current for a moment). */
-static void *handle_of(tc_cuda_stream *s)
-{
-    tc_cuda_stream *prev = tc_cuda_current_stream(0);
-    tc_cuda_stream_retain(prev);
-    void *h = tc_cuda_set_stream(0, s) == TC_OK ? tc_cuda_stream_handle(0) : NULL;
-    (void)tc_cuda_set_stream(0, prev);
-    tc_cuda_stream_free(prev);
-    return h;
-}
-
 TEST(cuda_dev_record_stream_defers_reuse)
 {
     if (!have_device(ctest_failed)) return;
@@ -98,7 +87,7 @@ TEST(cuda_dev_record_stream_defers_reuse)
     CHECK_OK(tc_tensor_record_stream(x, user)); /* twice: one record */
     CHECK(tc_cuda_record_tracked(0) == 1);
     if (hold) {
-        void *hu = handle_of(user);
+        void *hu = ct_stream_handle(user);
         CHECK(hu != NULL && hold(0, hu, 1) == 0); /* work queued on `user` stays unfinished */
         int64_t a0 = allocated();
         tc_tensor_release(x); /* the storage goes: the block waits for `user` */
@@ -139,7 +128,7 @@ TEST(cuda_dev_record_stream_defers_reuse)
 
         /* NULL: the current stream of the tensor's device (here `home`, which is held) */
         x = dev_zeros(n);
-        void *hh = handle_of(home);
+        void *hh = ct_stream_handle(home);
         CHECK_OK(tc_tensor_record_stream(x, NULL));
         CHECK(hold(0, hh, 1) == 0);
         tc_tensor_release(x);
@@ -234,7 +223,7 @@ TEST(cuda_dev_record_stream_oom_retry)
     CHECK(x != NULL);
     if (!x) return;
     CHECK_OK(tc_tensor_record_stream(x, user));
-    CHECK(hold(0, handle_of(user), 1) == 0);
+    CHECK(hold(0, ct_stream_handle(user), 1) == 0);
     tc_tensor_release(x);
     CHECK(tc_cuda_record_pending(0) == 1);
     tc_tensor *y = dev_zeros(n); /* does not fit beside the waiting block: drained, retried */

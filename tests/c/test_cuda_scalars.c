@@ -58,17 +58,6 @@ static int stream_done(tc_cuda_stream *s)
     return done;
 }
 
-/* The handle of s (made current for a moment). */
-static void *handle_of(tc_cuda_stream *s)
-{
-    tc_cuda_stream *prev = tc_cuda_current_stream(0);
-    tc_cuda_stream_retain(prev);
-    void *h = tc_cuda_set_stream(0, s) == TC_OK ? tc_cuda_stream_handle(0) : NULL;
-    (void)tc_cuda_set_stream(0, prev);
-    tc_cuda_stream_free(prev);
-    return h;
-}
-
 /* A device tensor of n zeros (not kept: add_scalar replaces it). */
 static tc_tensor *dev_zeros(int64_t n)
 {
@@ -132,7 +121,7 @@ TEST(cuda_dev_scalars_no_wait_until_a_lap)
     tc_tensor *x = dev_zeros(2);
     ring_reset(ctest_failed);
     CHECK_OK(tc_cuda_set_stream(0, s));
-    void *hs = handle_of(s);
+    void *hs = ct_stream_handle(s);
     CHECK(x && hs && hold(0, hs, 1) == 0);
     CHECK(stream_done(s) == 0); /* the hold works */
     int ok = x != NULL;
