@@ -22,9 +22,9 @@
  * the generator and the number of slots its draws use; each replay reserves that many slots
  * from the generator (exactly what the same ops would reserve eagerly, one after another)
  * and, on the replay stream ahead of the graph, copies the new pair into the device pair
- * from page-locked memory (philox_write). A replay thus draws fresh numbers, the numbers an
- * eager run would draw from the same generator state, and leaves the generator where the
- * eager run would. The generator must outlive the graph's replays. CUDA orders the launches
+ * through the page-locked ring of host scalars (philox_write, cuda_scalars.c). A replay
+ * thus draws fresh numbers, the numbers an eager run would draw from the same generator
+ * state, and leaves the generator where the eager run would. The generator must outlive the graph's replays. CUDA orders the launches
  * of one graph, on whatever streams, but not a copy on another stream behind them: so the
  * replay stream first waits for the graph's previous launch (launched_ev, philox_write).
  */
@@ -50,21 +50,13 @@ struct tc_cuda_event {
     void *handle;
 };
 
-/* Page-locked copies of the pair, used in turn by successive replays: a replay may rewrite
- * one only once the copy that read it last has run (its event), so this many replays can
- * be queued ahead of the device before the host waits. */
-#define PHILOX_RING 4
-
 struct tc_cuda_graph {
     int dev;
     void *handle;
     uint64_t *philox_key;     /* device {key, first slot} its draws read; NULL: it draws nothing */
     uint64_t philox_slots;    /* slots a replay reserves ... */
     tc_generator *philox_gen; /* ... from this generator */
-    uint64_t *philox_host;    /* PHILOX_RING page-locked pairs, made at the first replay */
-    void *philox_ev[PHILOX_RING];
-    int philox_evset[PHILOX_RING]; /* the event has been recorded */
-    void *launched_ev;             /* recorded after each launch (graphs that draw) */
+    void *launched_ev;        /* recorded after each launch (graphs that draw) */
     uint64_t replays;
 };
 
@@ -524,47 +516,20 @@ tc_status tc_cuda_graph_end(int dev, tc_cuda_graph **out)
 
 /* Before replay n of g: its generator's next philox_slots slots, written into the
  * graph's device pair by a copy queued on the replay stream (so it lands after the previous
- * replay's draws and before this one's). The source is one of the graph's page-locked pairs:
- * copy_h2d_async reads its source when the stream gets there, not when called, so a pair is
- * rewritten only after the copy that last read it has run (its event; with PHILOX_RING pairs
- * that is PHILOX_RING replays back, normally long done). A pageable source (a local) could be
- * read after it was gone, and the synchronous copy_h2d waits for the whole stream. The copy
- * itself waits for the graph's previous launch (launched_ev), which may be on another stream
- * and still drawing from the pair; on the same stream the wait costs nothing. */
-static void philox_events_destroy(const tc_cuda_api *api, tc_cuda_graph *g)
-{
-    for (int i = 0; i < PHILOX_RING; i++)
-        if (g->philox_ev[i]) (void)api->event_destroy(g->dev, g->philox_ev[i]), g->philox_ev[i] = NULL;
-    if (g->launched_ev) (void)api->event_destroy(g->dev, g->launched_ev), g->launched_ev = NULL;
-}
-
+ * replay's draws and before this one's), through the page-locked ring of host scalars
+ * (cuda_scalars.c: no host wait). The copy itself waits for the graph's previous launch
+ * (launched_ev), which may be on another stream and still drawing from the pair; on the
+ * same stream the wait costs nothing. */
 static tc_status philox_write(const tc_cuda_api *api, tc_cuda_graph *g)
 {
     int dev = g->dev;
-    if (!g->philox_host) { /* the first replay: page-locked pairs and their events */
-        void *p = NULL;
-        TRY(tc_cuda_backend_status(api, api->host_alloc(PHILOX_RING * 2 * sizeof(uint64_t), &p)));
-        tc_status st = tc_cuda_backend_status(api, api->event_create(dev, 0, &g->launched_ev));
-        for (int i = 0; i < PHILOX_RING && !st; i++)
-            st = tc_cuda_backend_status(api, api->event_create(dev, 0, &g->philox_ev[i]));
-        if (st) {
-            philox_events_destroy(api, g);
-            (void)api->host_release(p);
-            return st;
-        }
-        g->philox_host = p;
-    } else {
-        /* the previous launch may be pending on another stream, still reading the pair */
+    if (!g->launched_ev) /* the first replay */
+        TRY(tc_cuda_backend_status(api, api->event_create(dev, 0, &g->launched_ev)));
+    else /* the previous launch may be pending on another stream, still reading the pair */
         TRY(tc_cuda_backend_status(api, api->event_wait(dev, tc_cuda_stream_handle(dev), g->launched_ev)));
-    }
-    int i = (int)(g->replays % PHILOX_RING);
-    if (g->philox_evset[i]) TRY(tc_cuda_backend_status(api, api->event_synchronize(dev, g->philox_ev[i])));
-    uint64_t *pair = g->philox_host + 2 * i;
+    uint64_t pair[2];
     pair[1] = tc_generator_reserve(g->philox_gen, g->philox_slots, &pair[0]);
-    TRY(tc_cuda_backend_status(api, api->copy_h2d_async(dev, g->philox_key, pair, 2 * sizeof(uint64_t))));
-    TRY(tc_cuda_backend_status(api, api->event_record(dev, g->philox_ev[i], tc_cuda_stream_handle(dev))));
-    g->philox_evset[i] = 1;
-    return TC_OK;
+    return tc_cuda_scalars_copy(TC_DEVICE_CUDA(dev), g->philox_key, pair, sizeof pair);
 }
 
 tc_status tc_cuda_graph_replay(tc_cuda_graph *g)
@@ -610,8 +575,7 @@ void tc_cuda_graph_free(tc_cuda_graph *g)
         /* graph_destroy waited for the replays, so their copies and draws are done; if it
          * failed, a replay may still read the pair: it is left allocated. */
         if (api->graph_destroy(g->dev, g->handle) == TC_OK) {
-            philox_events_destroy(api, g);
-            (void)api->host_release(g->philox_host);
+            if (g->launched_ev) (void)api->event_destroy(g->dev, g->launched_ev);
             (void)api->release(g->dev, g->philox_key);
         }
     }

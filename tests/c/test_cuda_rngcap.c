@@ -188,7 +188,8 @@ TEST(cuda_dev_rngcap_replay_draws_like_eager)
     CHECK_OK(run_ops(&r));
     CHECK_OK(tc_cuda_graph_replay(g));
     CHECK(same_snap(snapshot(&r), e2));
-    /* more replays than the ring of page-locked pairs: each still fresh, still eager's */
+    /* several replays in a row (their pairs go through the ring of host scalars): each still
+     * fresh, still eager's */
     tc_generator_seed(NULL, 4);
     for (int i = 0; i < 6; i++) CHECK_OK(run_ops(&r));
     snap e7 = snapshot(&r);
