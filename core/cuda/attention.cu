@@ -14,18 +14,19 @@
  *                   gq = scale sum_j dS k_j;
  *             dkdv  one thread per key row (its k and v rows in shared memory): over tiles of
  *                   queries, gv = sum_i P g_i and gk = scale sum_i dS q_i.
- * Every kernel computes in float (double for f64), reading f16/bf16 through ld(); sizes
- * go through a compile-time bucket D >= max(E, Ev) (64 or 128; larger feature sizes are
- * TC_ERR_UNSUPPORTED, which runs the CPU kernel on the host). A causal call bounds each
+ * These kernels run float32 and float64 (computing in their own type); float16 and bfloat16
+ * run the same algorithm on tensor cores (attention_tc.cu). Sizes go through a compile-time
+ * bucket D >= max(E, Ev) (64 or 128; larger feature sizes are TC_ERR_UNSUPPORTED, which
+ * runs the CPU kernel on the host). A causal call bounds each
  * block's key range by its last query and leaves keys j > i out of row i. Strided operands
  * are made dense first; a result that overlaps an input is computed into scratch and copied
  * (dense_call.h).
- * These are plain CUDA-core kernels (no tensor-core MMA): correct and memory-lean, their speed
- * against cuBLAS products plus the softmax passes has not been measured on a GPU.
+ * These are plain CUDA-core kernels: correct and memory-lean, their speed against cuBLAS
+ * products plus the softmax passes has not been measured on a GPU.
  * NOTE: compiled with nvcc 13 but never run on a GPU (docs/cuda.md); over the emulator
  * every golden case runs through them.
  */
-#include "dense_call.h"
+#include "attention.h"
 #include <math.h>
 
 using namespace tck;
@@ -42,26 +43,6 @@ template <int D, class C> struct cfg {
     static constexpr int KR = ROW <= 256 ? 64 : ROW <= 512 ? 32 : 16;
     static constexpr int QT = KR / 4;
 };
-
-struct aargs {
-    int64_t N, L, S, E, Ev, nqb; /* nqb: query blocks per problem (forward, dq) */
-    double scale;
-    int causal;
-};
-
-/* Keys query i attends (0 for a row past L). */
-__device__ __forceinline__ int64_t live_keys(const aargs &a, int64_t i)
-{
-    if (i >= a.L) return 0;
-    return a.causal && i + 1 < a.S ? i + 1 : a.S;
-}
-
-/* The keys a block of queries [i0, i0 + rows) attends at all. */
-__device__ __forceinline__ int64_t block_keys(const aargs &a, int64_t i0, int rows)
-{
-    int64_t last = i0 + rows < a.L ? i0 + rows : a.L;
-    return a.causal && last < a.S ? last : a.S;
-}
 
 /* Rows [j0, j0 + nb) of the (S, E) k and (S, Ev) v of problem n into BC x D tiles (zeros
  * past nb and past E / Ev, so every dot product can run over all D). */
@@ -285,7 +266,8 @@ tc_status cu_op_attn(int dev, const tc_cuda_call *c)
     if (tc_status s = x.make(c)) return s;
     tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
+        if constexpr (DT == TC_F16 || DT == TC_BF16) return attn_tensor_cores(dev, c, x, a, wide);
+        else return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
     });
     return s ? s : x.finish(c);
 }

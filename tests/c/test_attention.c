@@ -3,9 +3,11 @@
  * several query blocks, causal or not, L above or below S, strided and aliased operands;
  * finite-difference checks of the rule (its composed form: GC weights lse too); the fused
  * backward against the composed one; thread-count independence; half precision; empty
- * sizes; bad input. (PyTorch goldens for both ops are in tests/golden/ops.golden; second
+ * sizes; bad input; float16 and bfloat16 on a CUDA device against the CPU. (PyTorch goldens
+ * for both ops are in tests/golden/ops.golden, which also run on the device; second
  * derivatives in test_grad_second.c.) */
 #include "ctest.h"
+#include "cuda_test_util.h"
 #include "gradcheck.h"
 #include "internal.h"
 #include <math.h>
@@ -209,5 +211,83 @@ TEST(attention_bad_input)
     CHECK(out[0] == NULL && out[1] == NULL);
 #undef AT
 #undef ATB
+    ct_drop();
+}
+
+/* t's values on device in a view one element into its storage: contiguous, but its data no
+ * longer 16-byte aligned (kept; NULL with the error printed). */
+static tc_tensor *unaligned_on(const tc_tensor *t, int device)
+{
+    int64_t n = tc_tensor_numel(t);
+    tc_tensor *one = ct_keep(ct_from((tc_dtype)t->dtype, 1, SZ(1), VALS(0)));
+    tc_tensor *flat = NULL, *joined = NULL, *on = NULL, *inner = NULL, *r = NULL;
+    tc_params shape = {.nshape = t->ndim};
+    memcpy(shape.shape, t->size, sizeof(int64_t) * (size_t)t->ndim);
+    /* [0, t's values...] on the device, then the view past the 0 */
+    bool ok = !tc_op_run(TC_OP_VIEW, &t, 1, P(.nshape = 1, .shape = {n}), &flat, 1) &&
+              !tc_op_run(TC_OP_CAT, (const tc_tensor *const[]){one, ct_keep(flat)}, 2, P(.i = {0}), &joined, 1) &&
+              (on = ct_to(ct_keep(joined), device)) != NULL &&
+              !tc_op_run(TC_OP_NARROW, (const tc_tensor *const[]){on}, 1, P(.i = {0, 1, n}), &inner, 1) &&
+              !tc_op_run(TC_OP_VIEW, (const tc_tensor *const[]){ct_keep(inner)}, 1, &shape, &r, 1);
+    if (!ok) printf("  unaligned view: %s\n", tc_last_error());
+    return ct_keep(r);
+}
+
+/* attention's two results and attention_backward's (gq, then gk and gv side by side) for the
+ * operands on `device` (k and v unaligned views when `unaligned`), brought back to the host
+ * (kept). */
+static void attend_both(int device, tc_tensor *const op[4], int causal, int unaligned, tc_tensor *res[4])
+{
+    tc_tensor *d[4], *fw[2] = {NULL, NULL}, *bw[2] = {NULL, NULL};
+    for (int i = 0; i < 4; i++)
+        d[i] = device == TC_CPU ? op[i] : unaligned && (i == 1 || i == 2) ? unaligned_on(op[i], device)
+                                                                            : ct_to(op[i], device);
+    const tc_params *p = P(.s = {0.3}, .i = {causal});
+    if (tc_op_run(TC_OP_ATTENTION, (const tc_tensor *const[]){d[0], d[1], d[2]}, 3, p, fw, 2) ||
+        tc_op_run(TC_OP_ATTENTION_BACKWARD, (const tc_tensor *const[]){d[3], d[0], d[1], d[2], fw[0], fw[1]}, 6, p,
+                  bw, 2))
+        printf("  attention on %s: %s\n", device == TC_CPU ? "cpu" : "cuda", tc_last_error());
+    tc_tensor *all[4] = {fw[0], fw[1], bw[0], bw[1]};
+    for (int i = 0; i < 4; i++) {
+        ct_keep(all[i]);
+        res[i] = device == TC_CPU || !all[i] ? all[i] : ct_to(all[i], TC_CPU);
+    }
+}
+
+/* Float16 and bfloat16 attention on a CUDA device -- the tensor-core kernels of
+ * attention_tc.cu on a GPU, their shuffled twin over the emulator -- against the CPU kernel
+ * on the same rounded operands, forward and backward: several query and key tiles, causal
+ * or not, L above and below S, E neither a multiple of 16 nor equal to Ev, both feature
+ * buckets (64 and 128), and k and v at an address the 16-byte tile loads cannot take.
+ * Tolerances: the halves' own rounding plus that of the weights (FlashAttention's P and dS
+ * products run in the operands' type); lse is float32 on both sides. */
+TEST(cuda_dev_attention_half)
+{
+    char why[512];
+    if (!ct_cuda_device(why, sizeof why)) return;
+    static const int64_t shapes[3][6] = {{1, 70, 80, 40, 24, 1}, {2, 20, 9, 100, 128, 0}, {1, 9, 70, 64, 64, 1}};
+    for (int h = TC_F16; h <= TC_BF16; h++)
+        for (int t = 0; t < 3; t++) {
+            const int64_t *z = shapes[t];
+            tc_tensor *op[4] = {as(R(z[0], z[1], z[3]), h), as(R(z[0], z[2], z[3]), h), as(R(z[0], z[2], z[4]), h),
+                                as(R(z[0], z[1], z[4]), h)};
+            tc_tensor *want[4], *got[4];
+            attend_both(TC_CPU, op, (int)z[5], 0, want);
+            /* E = Ev = 64: the 16-byte tile loads, and k and v at an unaligned offset */
+            for (int unaligned = 0; unaligned <= (t == 2); unaligned++) {
+                attend_both(TC_DEVICE_CUDA(0), op, (int)z[5], unaligned, got);
+                for (int i = 0; i < 4; i++) {
+                    /* relative to the result's largest element: the gradients are sums whose
+                     * terms (dS k, dS q) exceed them, and each term carries dS's rounding */
+                    double big = 1, tol = i == 1 ? 1e-5 : h == TC_F16 ? 2e-3 : 1.6e-2;
+                    for (int64_t e = 0; want[i] && e < tc_tensor_numel(want[i]); e++)
+                        big = fmax(big, fabs(ct_at(want[i], e)));
+                    if (ct_close_all(got[i], want[i], tol * big)) continue;
+                    CHECK(!"device attention differs from the CPU's");
+                    printf("  %s, shape %d%s, result %d\n", tc_dtype_name((tc_dtype)h), t,
+                           unaligned ? " (unaligned k, v)" : "", i);
+                }
+            }
+        }
     ct_drop();
 }
