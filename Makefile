@@ -112,6 +112,10 @@ $(BUILD)/core/cuda/runtime.o: CUDA_FILE_FLAGS = $(CUDA_BUILT)
 # No fused multiply-add contraction in the elementwise kernels and the optimizer steps: the
 # CPU computes a*b+c with two roundings, and the conformance tests compare the two bit for bit.
 $(BUILD)/core/cuda/ew.o $(BUILD)/core/cuda/optim.o: CUDA_FILE_FLAGS = -fmad=false
+# The tensor-core attention (mma.sync needs compute capability 8.0) also as PTX for 8.0, so a
+# GPU from Ampere on that has no machine code here (an A100, say) compiles the tensor-core
+# kernels, not mma.h's shuffled product that CUDA_PTX's older target gets.
+$(BUILD)/core/cuda/attention_tc.o: CUDA_FILE_FLAGS = $(if $(filter 80,$(CUDA_PTX)),,-gencode arch=compute_80,code=compute_80)
 # Plain C parts of the backend (the caching allocator): nvcc hands them to the host compiler.
 $(BUILD)/core/cuda/%.o: core/cuda/%.c core/tocha.h $(wildcard core/cuda/*.h) $(CUDA_STAMP)
 	@mkdir -p $(dir $@)

@@ -298,6 +298,8 @@ describe('the CUDA build (Makefile)', function()
          assert.is_truthy(line:find('-fmad=false', 1, true), line)
       end
       assert.is_truthy(compile_line('runtime'):find('-DTC_CUDA_SASS=', 1, true))
+      -- PTX for compute capability 8.0: the tensor-core attention on GPUs without machine code
+      assert.is_truthy(compile_line('attention_tc'):find('arch=compute_80,code=compute_80', 1, true))
       local other = compile_line('blas')
       assert.is_truthy(other:find('-O2 -Icore', 1, true), other)
       assert.is_falsy(other:find('-fmad', 1, true), other)
