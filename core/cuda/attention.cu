@@ -14,8 +14,9 @@
  *                   gq = scale sum_j dS k_j;
  *             dkdv  one thread per key row (its k and v rows in shared memory): over tiles of
  *                   queries, gv = sum_i P g_i and gk = scale sum_i dS q_i.
- * These kernels run float32 and float64 (computing in their own type); float16 and bfloat16
- * run the same algorithm on tensor cores (attention_tc.cu). Sizes go through a compile-time
+ * These kernels run float32 and float64 (computing in their own type), and float16 and
+ * bfloat16 (computing in float) on GPUs before compute capability 8.0; from 8.0 on, the
+ * half types run the same algorithm on tensor cores (attention_tc.cu). Sizes go through a compile-time
  * bucket D >= max(E, Ev) (64 or 128; larger feature sizes are TC_ERR_UNSUPPORTED, which
  * runs the CPU kernel on the host). A causal call bounds each
  * block's key range by its last query and leaves keys j > i out of row i. Strided operands
@@ -239,6 +240,24 @@ template <int DT, int D> static tc_status launch(int dev, const tc_cuda_call *c,
     return launched(c);
 }
 
+/* Whether device dev has the f16 / bf16 mma.sync of attention_tc.cu (compute capability 8.0
+ * and later), read once per device. Older GPUs run the CUDA-core kernels here: there the
+ * tensor-core kernels would compute each product with warp shuffles (mma.h), far slower. */
+bool has_mma(int dev)
+{
+    enum { MAXDEV = 64 };
+    static int cache[MAXDEV]; /* 0: not read yet, 1: no, 2: yes; a racing first read writes the same */
+    int v = dev >= 0 && dev < MAXDEV ? __atomic_load_n(&cache[dev], __ATOMIC_RELAXED) : 0;
+    if (!v) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            (void)cudaGetLastError(), major = 0; /* unknown: the CUDA-core kernels run anywhere */
+        v = major >= 8 ? 2 : 1;
+        if (dev >= 0 && dev < MAXDEV) __atomic_store_n(&cache[dev], v, __ATOMIC_RELAXED);
+    }
+    return v == 2;
+}
+
 } /* namespace */
 
 tc_status cu_op_attn(int dev, const tc_cuda_call *c)
@@ -266,8 +285,9 @@ tc_status cu_op_attn(int dev, const tc_cuda_call *c)
     if (tc_status s = x.make(c)) return s;
     tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
-        if constexpr (DT == TC_F16 || DT == TC_BF16) return attn_tensor_cores(dev, c, x, a, wide);
-        else return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
+        if constexpr (DT == TC_F16 || DT == TC_BF16)
+            if (has_mma(dev)) return attn_tensor_cores(dev, c, x, a, wide);
+        return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
     });
     return s ? s : x.finish(c);
 }

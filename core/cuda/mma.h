@@ -12,10 +12,11 @@
  * fragment of their 16 x 16 concatenation (a_from_d): flash attention's probabilities go
  * from one product into the next without leaving registers.
  *
- * On compute capability 8.0 and later mma16816 is the instruction. Elsewhere (the PTX for
- * older GPUs, and the emulator, which has no tensor cores) it is the same product computed
- * from the same fragments with warp shuffles: slow, but exactly the layout above, so the
- * emulator's tests check every kernel's fragment bookkeeping.
+ * On compute capability 8.0 and later mma16816 is the instruction. Elsewhere it is the same
+ * product computed from the same fragments with warp shuffles: exactly the layout above, so
+ * the emulator (no tensor cores) checks every kernel's fragment bookkeeping. On a GPU that
+ * would be far slower than CUDA cores, so attention.cu runs its own kernels on GPUs before
+ * 8.0 (has_mma) and this branch only fills the PTX compiled for them.
  */
 #ifndef TC_CUDA_MMA_H
 #define TC_CUDA_MMA_H

@@ -38,6 +38,18 @@ static inline ct_hold_fn ct_cuda_mock_hold(void)
     return fn;
 }
 
+/* The emulator's count of launched kernels whose name contains part (tests/emu,
+ * tc_cuda_emu_launches), or -1 when the backend is not the emulator. */
+static inline long long ct_cuda_emu_launches(const char *part)
+{
+    const char *lib = getenv("TOCHA_CUDA_LIB");
+    void *h = lib && strstr(lib, "emu") ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *f = h ? dlsym(h, "tc_cuda_emu_launches") : NULL;
+    long long (*fn)(const char *) = NULL;
+    memcpy(&fn, &f, sizeof fn);
+    return fn ? fn(part) : -1;
+}
+
 /* The backend handle of stream s on cuda:0 (made current for a moment): what the mock's
  * hold takes. */
 static inline void *ct_stream_handle(tc_cuda_stream *s)

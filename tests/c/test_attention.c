@@ -266,6 +266,10 @@ TEST(cuda_dev_attention_half)
     char why[512];
     if (!ct_cuda_device(why, sizeof why)) return;
     static const int64_t shapes[3][6] = {{1, 70, 80, 40, 24, 1}, {2, 20, 9, 100, 128, 0}, {1, 9, 70, 64, 64, 1}};
+    /* over the emulator: which kernels ran (tensor cores from compute capability 8.0 on) */
+    tc_cuda_device_props props;
+    CHECK_OK(tc_cuda_device_properties(0, &props));
+    long long tc0 = ct_cuda_emu_launches("attn_forward_tc"), core0 = ct_cuda_emu_launches("attn_forward_kernel");
     for (int h = TC_F16; h <= TC_BF16; h++)
         for (int t = 0; t < 3; t++) {
             const int64_t *z = shapes[t];
@@ -289,5 +293,13 @@ TEST(cuda_dev_attention_half)
                 }
             }
         }
+    if (tc0 >= 0) {
+        long long tc = ct_cuda_emu_launches("attn_forward_tc") - tc0;
+        long long core = ct_cuda_emu_launches("attn_forward_kernel") - core0;
+        CHECK(props.major >= 8 ? tc == 8 && core == 0 : tc == 0 && core == 8);
+        if (!(props.major >= 8 ? tc == 8 && core == 0 : tc == 0 && core == 8))
+            printf("  compute capability %d.%d: %lld tensor-core and %lld CUDA-core forward launches\n", props.major,
+                   props.minor, tc, core);
+    }
     ct_drop();
 }

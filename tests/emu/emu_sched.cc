@@ -22,6 +22,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <map>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -233,8 +236,16 @@ EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes)
 
 EMU_API void *dynamic_shared() { return g_dynamic.data(); }
 
+/* Launches per kernel name, for tc_cuda_emu_launches. */
+static std::mutex g_count_mu;
+static std::map<std::string, long long> g_launches;
+
 EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body)
 {
+    {
+        std::lock_guard<std::mutex> l(g_count_mu);
+        g_launches[name]++;
+    }
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
         threads > MAX_THREADS || block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
@@ -252,3 +263,14 @@ EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, 
 }
 
 } // namespace emu
+
+/* The launches so far (queued or run) of kernels whose name contains part: the tests' way
+ * to see which kernels an op chose (tests/c/cuda_test_util.h, ct_cuda_emu_launches). */
+extern "C" EMU_API long long tc_cuda_emu_launches(const char *part)
+{
+    std::lock_guard<std::mutex> l(emu::g_count_mu);
+    long long n = 0;
+    for (const auto &kv : emu::g_launches)
+        if (part && kv.first.find(part) != std::string::npos) n += kv.second;
+    return n;
+}
