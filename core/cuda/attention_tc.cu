@@ -69,6 +69,19 @@ __device__ __forceinline__ void load_tile(H (*tile)[D + 8], const H *m, int64_t 
     }
 }
 
+/* The block's next key tile: keys [j0, j0 + KT) of k and v into ks and vs, between barriers
+ * (every warp calls it). Returns whether the warp's rows attend any of them (j0 < mine). */
+template <class H, int D>
+__device__ __forceinline__ bool next_kv_tile(H (*ks)[D + 8], H (*vs)[D + 8], const H *kn, const H *vn, int64_t j0,
+                                             int64_t mine, const aargs &a)
+{
+    __syncthreads();
+    load_tile<H, D, KT>(ks, kn, j0, a.S, a.E);
+    load_tile<H, D, KT>(vs, vn, j0, a.S, a.Ev);
+    __syncthreads();
+    return j0 < mine;
+}
+
 /* d[nt] += A (16 x D) times rows [8 nt, 8 nt + 8) of tile, transposed: the scores of the
  * warp's 16 rows against the tile's NT * 8 rows. */
 template <class H, int D, int NT>
@@ -131,11 +144,7 @@ __global__ void __launch_bounds__(128) attn_forward_tc(const H *q, const H *k, c
     const float sl = (float)a.scale * LOG2E;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0}, o[D / 8][4] = {};
     for (int64_t j0 = 0; j0 < nkeys; j0 += KT) {
-        __syncthreads();
-        load_tile<H, D, KT>(ks, kn, j0, a.S, a.E);
-        load_tile<H, D, KT>(vs, vn, j0, a.S, a.Ev);
-        __syncthreads();
-        if (j0 >= mine) continue; /* the warp's rows attend none of these keys */
+        if (!next_kv_tile<H, D>(ks, vs, kn, vn, j0, mine, a)) continue;
         float s[KT / 8][4] = {};
         times_rows<H, D, KT / 8>(s, qa, ks);
         float mt[2] = {m[0], m[1]};
@@ -207,11 +216,7 @@ __global__ void __launch_bounds__(128) attn_dq_tc(const H *gout, const H *q, con
     const float sl = (float)a.scale * LOG2E;
     float dq[D / 8][4] = {};
     for (int64_t j0 = 0; j0 < nkeys; j0 += KT) {
-        __syncthreads();
-        load_tile<H, D, KT>(ks, kn, j0, a.S, a.E);
-        load_tile<H, D, KT>(vs, vn, j0, a.S, a.Ev);
-        __syncthreads();
-        if (j0 >= mine) continue;
+        if (!next_kv_tile<H, D>(ks, vs, kn, vn, j0, mine, a)) continue;
         float s[KT / 8][4] = {}, dp[KT / 8][4] = {};
         times_rows<H, D, KT / 8>(s, qa, ks);
         times_rows<H, D, KT / 8>(dp, ga, vs);
