@@ -55,11 +55,11 @@ if [ -f "$emu" ]; then
     c_suite "c (CUDA emulator)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=256M \
         TOCHA_NVRTC_LIB="$emu" TOCHA_CUDA_DRIVER_LIB="$emu" TOCHA_NVRTC_CACHE=0 \
         "$build/tests/ctest" cuda_dev cuda_codegen_gpu
-    # A GPU before compute capability 8.0: half attention on the CUDA-core kernels instead
-    # of the tensor-core ones (attention.cu, has_mma).
+    # A GPU before compute capability 8.0: half and TF32 attention on the CUDA-core kernels
+    # instead of the tensor-core ones (attention.cu, has_mma).
     c_suite "c (CUDA emulator, 7.5)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 \
         TOCHA_CUDA_EMU_CAPACITY=256M TOCHA_CUDA_EMU_CC=7.5 "$build/tests/ctest" cuda_dev_attention_half \
-        cuda_dev_conformance_golden
+        cuda_dev_attention_tf32 cuda_dev_conformance_golden
 fi
 
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.

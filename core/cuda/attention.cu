@@ -16,7 +16,8 @@
  *                   queries, gv = sum_i P g_i and gk = scale sum_i dS q_i.
  * These kernels run float32 and float64 (computing in their own type), and float16 and
  * bfloat16 (computing in float) on GPUs before compute capability 8.0; from 8.0 on, the
- * half types run the same algorithm on tensor cores (attention_tc.cu). Sizes go through a compile-time
+ * half types run the same algorithm on tensor cores (attention_tc.cu), and so does float32
+ * in TF32 when the TF32 flag is on and E, Ev <= 64. Sizes go through a compile-time
  * bucket D >= max(E, Ev) (64 or 128; larger feature sizes are TC_ERR_UNSUPPORTED, which
  * runs the CPU kernel on the host). A causal call bounds each
  * block's key range by its last query and leaves keys j > i out of row i. Strided operands
@@ -240,7 +241,7 @@ template <int DT, int D> static tc_status launch(int dev, const tc_cuda_call *c,
     return launched(c);
 }
 
-/* Whether device dev has the f16 / bf16 mma.sync of attention_tc.cu (compute capability 8.0
+/* Whether device dev has the mma.sync of attention_tc.cu (compute capability 8.0
  * and later), read once per device. Older GPUs run the CUDA-core kernels here: there the
  * tensor-core kernels would compute each product with warp shuffles (mma.h), far slower. */
 bool has_mma(int dev)
@@ -287,6 +288,10 @@ tc_status cu_op_attn(int dev, const tc_cuda_call *c)
         constexpr int DT = decltype(tag)::value;
         if constexpr (DT == TC_F16 || DT == TC_BF16)
             if (has_mma(dev)) return attn_tensor_cores(dev, c, x, a, wide);
+        /* float32 in TF32 only where the flag allows it (as for cuBLAS's products), and only
+         * the 64 bucket: a 128-wide float row does not leave the tiles and fragments room */
+        if constexpr (DT == TC_F32)
+            if (cu_allow_tf32 && wide <= 64 && has_mma(dev)) return attn_tensor_cores(dev, c, x, a, wide);
         return wide <= 64 ? launch<DT, 64>(dev, c, x, a) : launch<DT, 128>(dev, c, x, a);
     });
     return s ? s : x.finish(c);

@@ -1,6 +1,7 @@
 /* attention.h -- what the two sets of attention kernels share: the problem's sizes and the
  * keys each query attends. attention.cu holds the op's entry (cu_op_attn) and the CUDA-core
- * kernels (float32, float64); attention_tc.cu the tensor-core kernels (float16, bfloat16).
+ * kernels (float32, float64; the half types before compute capability 8.0); attention_tc.cu
+ * the tensor-core kernels (float16, bfloat16; float32 in TF32).
  */
 #ifndef TC_CUDA_ATTENTION_H
 #define TC_CUDA_ATTENTION_H
@@ -31,8 +32,9 @@ __device__ __forceinline__ int64_t block_keys(const aargs &a, int64_t i0, int ro
     return a.causal && last < a.S ? last : a.S;
 }
 
-/* The float16 / bfloat16 forward or backward of call c on the dense operands of x, with
- * feature bucket D = `wide` <= 64 ? 64 : 128 (attention_tc.cu). */
+/* The tensor-core forward or backward of call c on the dense operands of x (attention_tc.cu):
+ * float16 / bfloat16 with feature bucket D = `wide` <= 64 ? 64 : 128, float32 (in TF32) with
+ * `wide` <= 64; other calls are TC_ERR_ARG. */
 tc_status attn_tensor_cores(int dev, const tc_cuda_call *c, dense_call &x, const aargs &a, int64_t wide);
 
 } // namespace tck

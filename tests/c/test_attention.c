@@ -254,52 +254,104 @@ static void attend_both(int device, tc_tensor *const op[4], int causal, int unal
     }
 }
 
+/* How many forward launches of tensor-core and of CUDA-core kernels the emulator has seen
+ * (-1 when the backend is not the emulator). */
+static void forward_launches(long long n[2])
+{
+    n[0] = ct_cuda_emu_launches("attn_forward_tc"), n[1] = ct_cuda_emu_launches("attn_forward_kernel");
+}
+
+/* Over the emulator: whether the forward launches since `was` are `tc` on tensor cores and
+ * `core` on CUDA cores. */
+static bool launched_as(const long long was[2], long long tc, long long core)
+{
+    long long now[2];
+    forward_launches(now);
+    if (was[0] < 0 || (now[0] - was[0] == tc && now[1] - was[1] == core)) return true;
+    printf("  %lld tensor-core and %lld CUDA-core forward launches, expected %lld and %lld\n", now[0] - was[0],
+           now[1] - was[1], tc, core);
+    return false;
+}
+
+/* Attention of dtype dt on a CUDA device against the CPU kernel on the same operands,
+ * forward and backward, for each shape {N, L, S, E, Ev, causal} (k and v also as unaligned
+ * views when E = Ev = 64, the 16-byte tile loads' case); tol relative to each result's
+ * largest element (lse: lse_tol); failures are the calling test's. Returns the device runs
+ * made. */
+static int device_matches_cpu(int *ctest_failed, int dt, const int64_t (*shapes)[6], int nshapes, double tol, double lse_tol)
+{
+    int runs = 0;
+    for (int t = 0; t < nshapes; t++) {
+        const int64_t *z = shapes[t];
+        tc_tensor *op[4] = {as(R(z[0], z[1], z[3]), dt), as(R(z[0], z[2], z[3]), dt), as(R(z[0], z[2], z[4]), dt),
+                            as(R(z[0], z[1], z[4]), dt)};
+        tc_tensor *want[4], *got[4];
+        attend_both(TC_CPU, op, (int)z[5], 0, want);
+        for (int unaligned = 0; unaligned <= (z[3] == 64 && z[4] == 64); unaligned++, runs++) {
+            attend_both(TC_DEVICE_CUDA(0), op, (int)z[5], unaligned, got);
+            for (int i = 0; i < 4; i++) {
+                /* relative to the result's largest element: the gradients are sums whose
+                 * terms (dS k, dS q) exceed them, and each term carries dS's rounding */
+                double big = 1;
+                for (int64_t e = 0; want[i] && e < tc_tensor_numel(want[i]); e++)
+                    big = fmax(big, fabs(ct_at(want[i], e)));
+                if (ct_close_all(got[i], want[i], (i == 1 ? lse_tol : tol) * big)) continue;
+                CHECK(!"device attention differs from the CPU's");
+                printf("  %s, shape %d%s, result %d\n", tc_dtype_name((tc_dtype)dt), t,
+                       unaligned ? " (unaligned k, v)" : "", i);
+            }
+        }
+    }
+    return runs;
+}
+
 /* Float16 and bfloat16 attention on a CUDA device -- the tensor-core kernels of
  * attention_tc.cu on a GPU, their shuffled twin over the emulator -- against the CPU kernel
  * on the same rounded operands, forward and backward: several query and key tiles, causal
  * or not, L above and below S, E neither a multiple of 16 nor equal to Ev, both feature
  * buckets (64 and 128), and k and v at an address the 16-byte tile loads cannot take.
  * Tolerances: the halves' own rounding plus that of the weights (FlashAttention's P and dS
- * products run in the operands' type); lse is float32 on both sides. */
+ * products run in the operands' type); lse is float32 on both sides. Over the emulator,
+ * which kernels ran: tensor cores from compute capability 8.0 on. */
 TEST(cuda_dev_attention_half)
 {
     char why[512];
     if (!ct_cuda_device(why, sizeof why)) return;
     static const int64_t shapes[3][6] = {{1, 70, 80, 40, 24, 1}, {2, 20, 9, 100, 128, 0}, {1, 9, 70, 64, 64, 1}};
-    /* over the emulator: which kernels ran (tensor cores from compute capability 8.0 on) */
     tc_cuda_device_props props;
     CHECK_OK(tc_cuda_device_properties(0, &props));
-    long long tc0 = ct_cuda_emu_launches("attn_forward_tc"), core0 = ct_cuda_emu_launches("attn_forward_kernel");
-    for (int h = TC_F16; h <= TC_BF16; h++)
-        for (int t = 0; t < 3; t++) {
-            const int64_t *z = shapes[t];
-            tc_tensor *op[4] = {as(R(z[0], z[1], z[3]), h), as(R(z[0], z[2], z[3]), h), as(R(z[0], z[2], z[4]), h),
-                                as(R(z[0], z[1], z[4]), h)};
-            tc_tensor *want[4], *got[4];
-            attend_both(TC_CPU, op, (int)z[5], 0, want);
-            /* E = Ev = 64: the 16-byte tile loads, and k and v at an unaligned offset */
-            for (int unaligned = 0; unaligned <= (t == 2); unaligned++) {
-                attend_both(TC_DEVICE_CUDA(0), op, (int)z[5], unaligned, got);
-                for (int i = 0; i < 4; i++) {
-                    /* relative to the result's largest element: the gradients are sums whose
-                     * terms (dS k, dS q) exceed them, and each term carries dS's rounding */
-                    double big = 1, tol = i == 1 ? 1e-5 : h == TC_F16 ? 2e-3 : 1.6e-2;
-                    for (int64_t e = 0; want[i] && e < tc_tensor_numel(want[i]); e++)
-                        big = fmax(big, fabs(ct_at(want[i], e)));
-                    if (ct_close_all(got[i], want[i], tol * big)) continue;
-                    CHECK(!"device attention differs from the CPU's");
-                    printf("  %s, shape %d%s, result %d\n", tc_dtype_name((tc_dtype)h), t,
-                           unaligned ? " (unaligned k, v)" : "", i);
-                }
-            }
-        }
-    if (tc0 >= 0) {
-        long long tc = ct_cuda_emu_launches("attn_forward_tc") - tc0;
-        long long core = ct_cuda_emu_launches("attn_forward_kernel") - core0;
-        CHECK(props.major >= 8 ? tc == 8 && core == 0 : tc == 0 && core == 8);
-        if (!(props.major >= 8 ? tc == 8 && core == 0 : tc == 0 && core == 8))
-            printf("  compute capability %d.%d: %lld tensor-core and %lld CUDA-core forward launches\n", props.major,
-                   props.minor, tc, core);
-    }
+    long long was[2];
+    forward_launches(was);
+    int runs = device_matches_cpu(ctest_failed, TC_F16, shapes, 3, 2e-3, 1e-5);
+    runs += device_matches_cpu(ctest_failed, TC_BF16, shapes, 3, 1.6e-2, 1e-5);
+    CHECK(launched_as(was, props.major >= 8 ? runs : 0, props.major >= 8 ? 0 : runs));
+    ct_drop();
+}
+
+/* Float32 attention on a CUDA device against the CPU kernel: with TF32 allowed and E, Ev <=
+ * 64, the tensor-core kernels with operands rounded to TF32 (compute capability 8.0 on);
+ * otherwise -- TF32 off, or a feature size above 64 -- the float32 CUDA-core kernels, close
+ * to the CPU's float32. The TF32 flag is restored. */
+TEST(cuda_dev_attention_tf32)
+{
+    char why[512];
+    if (!ct_cuda_device(why, sizeof why)) return;
+    static const int64_t narrow[3][6] = {{1, 70, 80, 40, 24, 1}, {2, 20, 9, 33, 50, 0}, {1, 9, 70, 64, 64, 1}};
+    static const int64_t wide[1][6] = {{1, 20, 30, 100, 72, 0}};
+    tc_cuda_device_props props;
+    CHECK_OK(tc_cuda_device_properties(0, &props));
+    int64_t tf32 = tc_cuda_get_flag(TC_CUDA_FLAG_TF32);
+    long long was[2];
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, 1));
+    forward_launches(was);
+    /* measured over the emulator: 1.1e-3 and, for lse, 1.3e-4 */
+    int runs = device_matches_cpu(ctest_failed, TC_F32, narrow, 3, 3e-3, 5e-4);
+    CHECK(launched_as(was, props.major >= 8 ? runs : 0, props.major >= 8 ? 0 : runs));
+    forward_launches(was);
+    runs = device_matches_cpu(ctest_failed, TC_F32, wide, 1, 1e-5, 1e-5); /* measured: 1.5e-6 */
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, 0));
+    runs += device_matches_cpu(ctest_failed, TC_F32, narrow, 3, 1e-5, 1e-5);
+    CHECK(launched_as(was, 0, runs));
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, tf32));
     ct_drop();
 }
