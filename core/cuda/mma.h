@@ -58,12 +58,16 @@ template <class H> __device__ __forceinline__ uint32_t pack2f(float lo, float hi
     if constexpr (std::is_same_v<H, __half>) return pack2(hbits(__float2half_rn(lo)), hbits(__float2half_rn(hi)));
     else return pack2(hbits(__float2bfloat16_rn(lo)), hbits(__float2bfloat16_rn(hi)));
 }
-/* p[0] and p[1] as one register (p 4-byte aligned). */
+/* p[0] and p[1] as one register (p 4-byte aligned). The host branches of this and copy16
+ * are the emulator's (tests/emu), which checks the alignment a GPU would fault on. */
 template <class H> __device__ __forceinline__ uint32_t ld_pair(const H *p)
 {
 #ifdef __CUDA_ARCH__
     return *reinterpret_cast<const uint32_t *>(p);
 #else
+#ifdef TC_EMU_DEVICE_H
+    emu::check_aligned(p, 4);
+#endif
     uint32_t r;
     memcpy(&r, p, sizeof r);
     return r;
@@ -75,6 +79,9 @@ __device__ __forceinline__ void copy16(void *dst, const void *src)
 #ifdef __CUDA_ARCH__
     *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
 #else
+#ifdef TC_EMU_DEVICE_H
+    emu::check_aligned(dst, 16), emu::check_aligned(src, 16);
+#endif
     memcpy(dst, src, 16);
 #endif
 }
@@ -181,9 +188,9 @@ __device__ __forceinline__ void mma1688(float (&d)[4], const uint32_t (&a)[4], c
  *   to_tile(x)   x as a tile holds it;
  *   tile16(d, s) 16 bytes of H from s to the tile at d (both 16-byte aligned);
  *   a_from_d     the A fragment of depth step kk from the D fragments of 16 x 8 products;
- *   b_rows       the B fragment of a depth step from one column of a tile's rows, r at
- *                the lane's first row (2t rows past the step's first; rows `stride` apart),
- *                in the order a_from_d gives the depth;
+ *   b_rows<W>    the B fragment of a depth step from column c of a tile's rows (W elements
+ *                apart), r the lane's first row (2t rows past the step's first), in the
+ *                order a_from_d gives the depth;
  *   mma          d += A B. */
 template <class H> struct frag_half {
     using T = H;
@@ -227,6 +234,7 @@ template <> struct frag<float> {
     {
         a[0] = tf32_bits(d[kk][0]), a[1] = tf32_bits(d[kk][2]), a[2] = tf32_bits(d[kk][1]), a[3] = tf32_bits(d[kk][3]);
     }
+    /* rows 2t and 2t + 1 of the step: depth t and t + 4, as a_from_d takes them */
     template <int W> static __device__ __forceinline__ void b_rows(uint32_t (&b)[2], const T *r, int c)
     {
         b[0] = __float_as_uint(r[c]), b[1] = __float_as_uint(r[W + c]);

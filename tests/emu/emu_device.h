@@ -50,6 +50,12 @@ EMU_API void block_barrier();
 EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes);
 /* The caller's lane in its warp. */
 EMU_API int lane();
+/* A device access of `bytes` bytes at p, which a GPU requires aligned to `bytes` (a 16-byte
+ * vector load, say): a misaligned one fails the running kernel's launch with
+ * cudaErrorMisalignedAddress, as on a GPU. The access itself still goes ahead on host memory,
+ * so the process does not crash (emu_sched.cc). Device code calls it where it would
+ * otherwise copy with memcpy, which takes any address (mma.h). */
+EMU_API void check_aligned(const void *p, size_t bytes);
 } // namespace emu
 
 static inline void __syncthreads() { emu::block_barrier(); }

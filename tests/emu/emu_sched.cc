@@ -6,7 +6,8 @@
  * warp, waits, they are released together. Threads that have returned count as arrived, as
  * on a GPU since Volta. If nothing can be released (a barrier that part of a block never
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
- * abandoned: on a GPU that would be a hang or undefined behaviour.
+ * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
+ * access (emu::check_aligned) fails the launch after its block, as cudaErrorMisalignedAddress.
  *
  * One grid runs at a time in the process (g_exec in emu_runtime.cc serialises all work),
  * which is what makes `__shared__` as `static`, the global thread indices and plain-update
@@ -187,6 +188,9 @@ bool run_block(const char *name)
     }
 }
 
+/* The running grid's first misaligned access (emu::check_aligned), empty if none. */
+std::string g_fault;
+
 /* Runs the whole grid (called with g_exec held). */
 void run_grid(const char *name, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body)
 {
@@ -200,12 +204,18 @@ void run_grid(const char *name, dim3 grid, dim3 block, size_t shmem, const std::
     g_nthreads = (int)(block.x * block.y * block.z);
     g_body = &body;
     g_dynamic.assign(shmem ? shmem : 1, 0xa5); /* not zero: a read before a write shows */
+    g_fault.clear();
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 blockIdx = uint3{x, y, z};
                 if (!run_block(name)) {
                     emu::set_error(cudaErrorLaunchFailure);
+                    return;
+                }
+                if (!g_fault.empty()) {
+                    emu::note("kernel %s, block (%u,%u,%u): %s", name, x, y, z, g_fault.c_str());
+                    emu::set_error(cudaErrorMisalignedAddress);
                     return;
                 }
             }
@@ -235,6 +245,15 @@ EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes)
 }
 
 EMU_API void *dynamic_shared() { return g_dynamic.data(); }
+
+EMU_API void check_aligned(const void *p, size_t bytes)
+{
+    if (bytes == 0 || (uintptr_t)p % bytes == 0 || !g_fault.empty()) return;
+    char what[128];
+    snprintf(what, sizeof what, "thread (%u,%u,%u): misaligned %zu-byte access at %p", threadIdx.x, threadIdx.y,
+             threadIdx.z, bytes, p);
+    g_fault = what;
+}
 
 /* Launches per kernel name, for tc_cuda_emu_launches. */
 static std::mutex g_count_mu;

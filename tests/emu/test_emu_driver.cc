@@ -105,6 +105,10 @@ static const char kGood[] =
     "    if (threadIdx.x < 16) __syncthreads(); /* half the warp at a block barrier, */\n"
     "    else v = __shfl_down_sync(0xffffffffu, v, 1); /* half at a shuffle */\n"
     "    x[threadIdx.x] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void misaligned(const char *p, int offset)\n"
+    "{\n"
+    "    emu::check_aligned(p + offset, 16); /* what mma.h's copy16 does before its memcpy */\n"
     "}\n";
 
 static void check_init_and_devices()
@@ -249,6 +253,16 @@ static void check_launches(const std::string &image)
     EXPECT(p_cuModuleGetFunction(&f, m, "deadlock") == CUDA_SUCCESS, "deadlock");
     EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, zparams, nullptr) == CUDA_ERROR_LAUNCH_FAILED,
            "a deadlock fails the launch");
+
+    /* a 16-byte access 16 bytes into an aligned buffer is fine, 4 bytes in is not */
+    alignas(16) static char buf[64];
+    const char *bp = buf;
+    for (int offset : {16, 4}) {
+        void *mparams[2] = {&bp, &offset};
+        EXPECT(p_cuModuleGetFunction(&f, m, "misaligned") == CUDA_SUCCESS, "misaligned");
+        CUresult r = p_cuLaunchKernel(f, 2, 1, 1, 32, 1, 1, 0, nullptr, mparams, nullptr);
+        EXPECT(r == (offset == 16 ? CUDA_SUCCESS : CUDA_ERROR_MISALIGNED_ADDRESS), "offset %d: %d", offset, (int)r);
+    }
 }
 
 int main(int, char **argv)
