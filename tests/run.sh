@@ -9,7 +9,9 @@ cd "$root" || exit 2
 export TOCHA_HOME="$root" TOCHA_BUILD="$root/$build"
 export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;$root/tests/lua/?.lua;;"
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+# what failed, recapped above the last line: a CI log may keep only its tail
+recap="$(mktemp)"
+trap 'rm -f "$log" "$recap"' EXIT
 
 passed=0
 failed=0
@@ -22,8 +24,9 @@ c_suite() {
     "$@" 2>&1 | sed "s/^c: /$label: /" | tee "$log"
     pattern=$(printf '%s' "$label" | sed 's/[()]/\\&/g') # the label as an ERE
     line=$(grep -E "^$pattern: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    grep -E '^ *FAIL ' "$log" | sed "s/^/$label: /" >> "$recap"
     if [ -z "$line" ]; then
-        echo "run.sh: $label crashed or printed no summary"
+        echo "run.sh: $label crashed or printed no summary" | tee -a "$recap"
         failed=$((failed + 1))
     else
         passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
@@ -68,15 +71,18 @@ for prog in "$build"/tests/cuda_host_*; do
     "$prog" > "$log" 2>&1
     echo "$(basename "$prog"): $(tail -n 1 "$log")"
     if grep -qE '^[0-9]+ passed, 0 failed' "$log"; then passed=$((passed + 1)); else
-        tail -n 20 "$log"; echo "FAIL $prog"; failed=$((failed + 1)); fi
+        tail -n 20 "$log"; echo "FAIL $prog" | tee -a "$recap"; failed=$((failed + 1)); fi
 done
 
 # busted specs (utfTerminal output ends with "N successes / N failures / N errors / N pending"):
 # busted_count LABEL adds the counts of the run whose output is in $log.
 busted_count() {
     b_line=$(grep -E '[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -n 1)
+    # each failure's or error's place, test name and first message line
+    awk -v label="$1" '/^(Failure|Error) -> /{n = 3; print label ": " $0; next} n > 1 {print "    " $0} {n--}' \
+        "$log" >> "$recap"
     if [ -z "$b_line" ]; then
-        echo "run.sh: $1 crashed or printed no summary"
+        echo "run.sh: $1 crashed or printed no summary" | tee -a "$recap"
         failed=$((failed + 1))
     else
         s=$(echo "$b_line" | sed -E 's/^([0-9]+) success.*/\1/')
@@ -100,5 +106,10 @@ if [ -f "$emu" ]; then
 fi
 unset LD_PRELOAD
 
+if [ -s "$recap" ]; then
+    echo
+    echo "what failed (the first 60 lines):"
+    head -n 60 "$recap"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
