@@ -2,8 +2,9 @@
 -- process of its own. Whether t[i] compiles depends on LuaJIT's state: after the ~200 spec
 -- files before it in one busted process, the JIT may have blacklisted the tensor's
 -- __index / __newindex (an abort in some other test's trace through them, with
--- LuaJIT's randomised penalties), and every access then runs in the interpreter and boxes
--- its number. A fresh process measures what the check means: the compiled access path.
+-- LuaJIT's randomised penalties); the accesses then run in the interpreter, or compiled
+-- without sinking the {i, j} tables (CI once saw 5.9 MB). A fresh process measures what the
+-- check means: the compiled access path.
 -- Prints jit=on|off, grown=<KB allocated by the second loop>, m310=<m[{3, 10}]>.
 require 'torch'
 local U = dofile('tests/lua/spec_util.lua')
