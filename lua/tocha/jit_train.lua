@@ -265,6 +265,92 @@ local function install(self, g, key, tensors, input, target, hs)
    return e
 end
 
+-- Module fields after a shape-only trace. The trace computes nothing and graph runs never
+-- update Lua fields, so the fields the trace set to new tensors -- model.output, gradInput,
+-- a criterion's outputTensor -- would hold memory nothing wrote. They become empty tensors of
+-- their type: reading one is then an error (or an empty result), not a silent wrong value.
+-- "New" means on a storage that no field, argument, parameter, gradient or optimizer state
+-- held before the trace: a Torch7 module's reused output buffer, written in place, is a
+-- captured tensor that every graph run writes back, so it is kept, as are views of the batch
+-- or of the parameters.
+
+-- Calls visit(tbl, key, tensor) for each tensor in the fields of the model's modules and of
+-- the criterion (when it is an object), looking into plain tables (a ConcatTable's output
+-- table) but not into other objects (an nngraph node); each table once.
+local function each_field_tensor(model, criterion, visit)
+   local seen = {}
+   local function walk(t)
+      seen[t] = true
+      for k, v in next, t do
+         if isT(v) then
+            visit(t, k, v)
+         elseif type(v) == 'table' and getmetatable(v) == nil and not seen[v] then
+            walk(v)
+         end
+      end
+   end
+   for _, m in ipairs(model:listModules()) do if not seen[m] then walk(m) end end
+   if type(criterion) == 'table' and not seen[criterion] then walk(criterion) end -- or a function
+end
+
+local function storage_key(t)
+   local s = t.p.storage
+   return s ~= nil and tostring(s) or nil
+end
+
+-- What existed before a trace (the fields, arguments, parameters, gradients and optimizer
+-- state): the tensors, in a weak-keyed set, and their storages' addresses. Holding the
+-- tensors would keep the eager step's activations alive through the trace (3 MB more peak
+-- for the LSTM LM of `make bench`); an address alone may be reused by the trace once its
+-- storage is freed. A storage is old when its address was recorded AND a tensor recorded
+-- then, not yet collected, is on it now: such a handle still owns its tensor (torch/init.lua's
+-- registry), so nothing can have reused that address. (A recorded tensor that grew during
+-- the trace is on a new storage, which counts as new.)
+local function record_old(self, tensors)
+   local old = {tensors = setmetatable({}, {__mode = 'k'}), keys = {}}
+   local function note(t)
+      old.tensors[t] = true
+      local key = storage_key(t)
+      if key ~= nil then old.keys[key] = true end
+   end
+   for i = 1, #tensors do note(tensors[i]) end
+   each_field_tensor(self.model, self.criterion, function(_, _, v) note(v) end)
+   local opt = self.optimizer
+   for _, grp in ipairs(opt.param_groups) do
+      for _, p in ipairs(grp.params) do
+         note(p)
+         local g = p.grad
+         if g ~= nil then note(g) end
+         for _, v in pairs(opt.state[p] or {}) do if isT(v) then note(v) end end
+      end
+   end
+   return old
+end
+
+-- After a shape-only trace: empties the fields on storages the trace made (one empty tensor
+-- per storage, so fields that shared one still do) and drops the modules' remembered
+-- autograd state, which belongs to the trace's tape.
+local function empty_trace_fields(self, old)
+   local held = {}
+   for t in pairs(old.tensors) do
+      local key = storage_key(t)
+      if key ~= nil and old.keys[key] then held[key] = true end
+   end
+   local empty = {}
+   each_field_tensor(self.model, self.criterion, function(tbl, k, v)
+      local key = storage_key(v)
+      if key == nil or held[key] then return end
+      local e = empty[key]
+      if e == nil then
+         e = v.new()
+         empty[key] = e
+      end
+      rawset(tbl, k, e)
+   end)
+   for _, m in ipairs(self.model:listModules()) do m:_agForget() end
+   if torch.isTypeOf(self.criterion, 'nn.Criterion') then self.criterion:_agForget() end
+end
+
 -- A step is traced shape-only first (tc_trace_shape_only): the ops that depend on the
 -- data, the parameters or the optimizer state are recorded without being computed and
 -- nothing captured is written, so tracing costs the graph's shapes rather than a whole
@@ -284,10 +370,12 @@ local function trace_step(self, key, tensors, input, target, hs)
    collectgarbage()
    if not self.computed_trace then
       local tables = state_tables(opt)
+      local old = record_old(self, tensors)
       local ok, g = jit._try_trace(self.body, {input, target, n = 2}, {allow_mutation = true, shape_only = true})
       if ok and not state_changed(opt, before) then
          self.unstable = 0
          self.counts.shape_only = self.counts.shape_only + 1
+         empty_trace_fields(self, old)
          collectgarbage() -- and the trace's own Lua garbage, before compiling
          local e = install(self, g, key, tensors, input, target, hs)
          self.counts.hits = self.counts.hits - 1 -- the traced step's own run is no hit

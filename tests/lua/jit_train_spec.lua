@@ -409,6 +409,49 @@ describe('tocha.jit.step', function()
       end
    end)
 
+   it('empties the module fields a shape-only trace left uncomputed; keeps buffers written in place', function()
+      torch.manualSeed(3)
+      -- a Torch7-style module that reuses its output buffer: captured, written back each run
+      local InPlace = torch.class('nn.TestJitTrainDoubleInPlace', 'nn.Module')
+      function InPlace:updateOutput(input)
+         self.output:resizeAs(input):copy(input):mul(2)
+         return self.output
+      end
+      local model = nn.Sequential():add(nn.TestJitTrainDoubleInPlace()):add(nn.Linear(4, 6)):add(nn.Tanh())
+         :add(nn.ConcatTable():add(nn.Linear(6, 3)):add(nn.Linear(6, 3))):add(nn.CAddTable())
+      local crit = nn.MSECriterion()
+      local step = jit.step(model, crit, optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9}))
+      local x, y, first
+      for i = 1, 3 do
+         x, y = torch.randn(5, 4), torch.randn(5, 3)
+         local loss = step(x, y)
+         if i == 1 then first = loss end
+      end
+      local st = step:stats()
+      assert.are.same({1, 1, 1}, {st.eager_steps, st.shape_only, st.hits})
+      assert.are.equal('torch.DoubleTensor', torch.type(model.output))
+      assert.are.equal(0, model.output:nElement())
+      assert.are.equal(0, model.modules[3].output:nElement())
+      assert.are.equal(0, model.modules[2].gradInput:nElement())
+      local pair = model.modules[4].output
+      assert.are.equal(2, #pair)
+      assert.are.same({0, 0}, {pair[1]:nElement(), pair[2]:nElement()})
+      assert.are.equal(0, crit.outputTensor:nElement())
+      assert.are.equal(first, crit.output) -- the eager step's loss, as documented
+      -- the in-place buffer holds the last step's values: 2 x of the third batch
+      assert.are.equal(0, (model.modules[1].output - x * 2):abs():max())
+      -- a larger batch is traced again: the buffer grows onto a new storage, which the graph
+      -- computes as a value of its own and never writes back, so that field is emptied too
+      step(torch.randn(7, 4), torch.randn(7, 3))
+      assert.are.equal(2, step:stats().shape_only)
+      assert.are.equal(0, model.modules[1].output:nElement())
+      local out = model:forward(x) -- eager again: every field filled
+      assert.are.same({5, 3}, {out:size(1), out:size(2)})
+      assert.are.equal(out, model.output)
+      assert.are.equal(5 * 6, model.modules[3].output:nElement())
+      assert.are.equal(0, (model.modules[1].output - x * 2):abs():max())
+   end)
+
    it('keeps no scratch tensors in the optimizer state while compiled; eager steps make them again', function()
       torch.manualSeed(2)
       local model = nn.Sequential():add(nn.Linear(3, 2))
