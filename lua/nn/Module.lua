@@ -25,7 +25,8 @@
 -- requires_grad and its `.grad` is set to its Torch7 gradient tensor (same tensor), so
 -- PyTorch-style `loss:backward()` accumulates into gradWeight. The link is checked on
 -- every forward/__call and remade when something (type(), getParameters(), share(), a
--- loaded file, `w.grad = nil`) broke it. Parameters get requires_grad lazily (first
+-- loaded file, `w.grad = nil`) broke it; after `w.grad = nil` the relink zeroes gradWeight
+-- (PyTorch's set_to_none: see link). Parameters get requires_grad lazily (first
 -- forward), so Torch7 scripts may still initialise weights in place after construction.
 --
 -- Transient autograd state lives in fields starting with `_ag` (cleared by clearState,
@@ -179,7 +180,15 @@ local function grad_is(w, g)
    return cur == g.p
 end
 
+-- w -> the g it was last linked to (weak keys: a parameter's entry goes with it).
+local linked = setmetatable({}, {__mode = 'k'})
+
 -- Makes w require grad (unless the module is frozen) and w.grad be g (the same tensor).
+-- When the user changed a link made before, g takes what PyTorch's p.grad would hold:
+-- `w.grad = nil` (set_to_none) means the next backward starts from zero, and a gradient
+-- autograd made meanwhile (backward after the nil) is where accumulation goes on from.
+-- A link never made, or made to another g (type(), loading), leaves g as it is: Torch7
+-- code may have accumulated into it already (a clone sharing gradWeight, run step by step).
 local function link(w, g, frozen)
    if frozen then
       if w.requires_grad then w.requires_grad = false end
@@ -190,8 +199,18 @@ local function link(w, g, frozen)
       if g:nElement() ~= w:nElement() then
          -- Torch7 modules may leave gradWeight empty until first use; give it w's size
          g:resizeAs(w):zero()
+      elseif linked[w] == g then
+         local cur = w.grad
+         nn._no_grad(function()
+            if cur == nil then
+               g:zero()
+            elseif cur:nElement() == g:nElement() then
+               g:copy(cur)
+            end
+         end)
       end
       w.grad = g
+      linked[w] = g
    end
 end
 

@@ -132,13 +132,23 @@ return function(optim)
       self:_add_group(gs[1], 2)
    end
 
-   -- Sets every parameter's gradient to zero, in place (nn links p.grad to gradWeight).
-   function Optimizer:zero_grad()
+   -- zero_grad([set_to_none]): every parameter's gradient set to zero in place (the default
+   -- here, as nn links p.grad to gradWeight), or with set_to_none = true to nil, as PyTorch's
+   -- default does: the next backward then starts from zero (an nn module's next forward
+   -- zeroes gradWeight and links it again) and step() skips a parameter it did not reach.
+   function Optimizer:zero_grad(set_to_none)
+      if set_to_none ~= nil and type(set_to_none) ~= 'boolean' then
+         U.fail(self._name, 'zero_grad: set_to_none must be a boolean, got ' .. U.describe(set_to_none), 2)
+      end
       U.no_grad(function()
          for _, g in ipairs(self.param_groups) do
             for _, p in ipairs(g.params) do
-               local gr = p.grad
-               if gr ~= nil then gr:zero() end
+               if set_to_none then
+                  p.grad = nil
+               else
+                  local gr = p.grad
+                  if gr ~= nil then gr:zero() end
+               end
             end
          end
       end)

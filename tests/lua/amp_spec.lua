@@ -273,7 +273,12 @@ describe('optim.GradScaler', function()
       assert.are.equal(0, run(nil):abs():max()) -- underflowed to zero
       local ref = x:sum(1):t():expand(8, 2) * 1e-9
       local g = run(optim.GradScaler())
-      assert.is_true(maxdiff(g, ref) / ref:abs():max() < 2e-3)
+      -- each element within float16's rounding of its terms: 2e-3 of sum |x| (the worst of
+      -- 5000 seeds was 1.4e-3); relative to max |ref| it failed once in 2000 seeds, when the
+      -- column sums nearly cancel
+      local bound = torch.abs(x):sum(1):t():expand(8, 2):double() * 1e-9
+      local worst = (g:double() - ref:double()):abs():cdiv(bound):max()
+      assert.is_true(worst < 2e-3, 'gradient error ' .. worst .. ' of sum |x|')
    end)
 
    it('wraps a Torch7 functional optimizer', function()

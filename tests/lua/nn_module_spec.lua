@@ -154,6 +154,43 @@ describe('nn.Module parameters and autograd', function()
       assert.are.equal('torch.FloatTensor', m.gradWeight:type())
    end)
 
+   it('w.grad = nil means what it means in PyTorch: the next backward starts from zero', function()
+      local m = nn.Linear(3, 2)
+      local x = torch.randn(4, 3)
+      m:zeroGradParameters()
+      m(x):sum():backward()
+      local once = m.gradWeight:clone()
+      assert.is_true(torch.abs(once):max() > 0)
+      m(x):sum():backward() -- accumulates, as in PyTorch
+      assert.is_true((m.gradWeight - once * 2):abs():max() < 1e-12)
+      m.weight.grad, m.bias.grad = nil, nil -- set_to_none, no zeroGradParameters
+      m(x):sum():backward()
+      assert.is_true((m.gradWeight - once):abs():max() < 1e-12)
+      assert.are.equal(m.gradWeight, m.weight.grad)
+      -- cleared between forward and backward: autograd makes a new gradient, which the
+      -- next forward's link carries into gradWeight, and accumulation goes on from it
+      local out = m(x)
+      m.weight.grad = nil
+      out:sum():backward()
+      assert.are_not.equal(m.gradWeight, m.weight.grad)
+      assert.is_true((m.weight.grad - once):abs():max() < 1e-12)
+      m(x):sum():backward()
+      assert.are.equal(m.gradWeight, m.weight.grad)
+      assert.is_true((m.gradWeight - once * 2):abs():max() < 1e-12)
+   end)
+
+   it('a gradWeight shared by clones keeps what one clone accumulated when the next links', function()
+      -- Torch7 recurrent code: clones share gradWeight and run forward/backward one by one
+      local a = nn.Linear(3, 2)
+      local b = a:clone('weight', 'bias', 'gradWeight', 'gradBias')
+      a:zeroGradParameters()
+      local x = torch.randn(4, 3)
+      a:backward(x, a:forward(x):clone():fill(1))
+      local one = a.gradWeight:clone()
+      b:backward(x, b:forward(x):clone():fill(1)) -- b's first link must not zero the shared storage
+      assert.is_true((a.gradWeight - one * 2):abs():max() < 1e-12)
+   end)
+
    it('requiresGrad(false) freezes the parameters', function()
       local m = nn.Sequential():add(nn.Linear(3, 2))
       m:requiresGrad(false)

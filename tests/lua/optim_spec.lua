@@ -4,6 +4,7 @@
 -- Schedules, ConfusionMatrix and Logger: optim_util_spec.lua.
 require 'torch'
 local optim = require 'optim'
+require 'nn'
 local U = dofile('tests/lua/spec_util.lua')
 local G = dofile('tests/golden/optim.golden.lua')
 
@@ -152,6 +153,27 @@ describe('optim PyTorch-style classes', function()
       assert.are.equal(0, p.grad:sum())
       assert.is_true(torch.pointer(g:storage()) == torch.pointer(p.grad:storage()) or
                      g:storage():data() == p.grad:storage():data())
+   end)
+
+   it('zero_grad(true) sets the gradients to nil; an nn model then starts from zero', function()
+      local p = torch.ones(3):requires_grad_(true)
+      local opt = optim.SGD({p}, {lr = 1})
+      p:sum():backward()
+      opt:zero_grad(true)
+      assert.is_nil(p.grad)
+      opt:step() -- nothing to do: p has no gradient
+      assert.are.equal(3, p:detach():sum())
+      local m = nn.Linear(3, 2)
+      local x = torch.randn(4, 3)
+      local mopt = optim.SGD(m:parameters(), {lr = 0.1})
+      m:zeroGradParameters()
+      m(x):sum():backward()
+      local once = m.gradWeight:clone()
+      mopt:zero_grad(true)
+      m(x):sum():backward()
+      assert.is_true((m.gradWeight - once):abs():max() < 1e-12)
+      U.expect_error('optim.SGD: zero_grad: set_to_none must be a boolean, got string',
+                     function() mopt:zero_grad('yes') end)
    end)
 
    it('skips parameters without a gradient', function()
