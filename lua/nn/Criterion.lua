@@ -2,7 +2,8 @@
 --
 -- A criterion writes `updateOutput(input, target)`: it computes the loss as a 0-d tensor
 -- with out-of-place ops and ends with `return self:_setLoss(loss)`, which stores the tensor
--- in self.outputTensor and its value in self.output (a number, Torch7's). gradInput comes
+-- in self.outputTensor and its value in self.output (a number, Torch7's; after crit(input,
+-- target) on a device, the 0-d loss tensor, so that no call waits for the GPU). gradInput comes
 -- from the tape (d loss / d input), like nn.Module's; a criterion may override
 -- updateGradInput for speed.
 --
@@ -49,9 +50,17 @@ function Criterion:_setLoss(loss)
    end
    if loss:dim() ~= 0 then loss = loss:view(SCALAR) end
    self.outputTensor = loss
-   -- crit(input, target) inside a graph trace (tocha.jit.step) wants only the tensor:
-   -- reading its value would be a graph break, so self.output is left as it was
-   if self._agTensorOnly and C.tc_trace_current() ~= nil then return nil end
+   if self._agTensorOnly then
+      -- crit(input, target) wants only the tensor. Inside a graph trace (tocha.jit.step)
+      -- reading its value would be a graph break, so self.output is left as it was; on a
+      -- device it would wait for the GPU at every step (PyTorch's loss does not), so
+      -- self.output is the 0-d loss tensor itself, read when someone reads it.
+      if C.tc_trace_current() ~= nil then return nil end
+      if loss.p.device ~= 0 then
+         self.output = loss
+         return loss
+      end
+   end
    self.output = loss:item()
    return self.output
 end

@@ -271,6 +271,12 @@ local function check_criterion(pass, name)
    local rc, rg = requiring(xc), requiring(xg)
    local Lc, Lg = cc(rc, tc), cg(rg, tg)
    if not Lg:isCuda() then note('loss tensor', math.huge, 'crit(x, y) is a ' .. Lg:type()) end
+   -- crit.output: the number on the host; on the device the loss tensor itself (not read back)
+   if cc.output ~= Lc:item() then note('crit.output', math.huge, 'crit.output is not the loss on the host') end
+   if not (isT(cg.output) and cg.output == Lg) then
+      note('crit.output (device)', math.huge, 'crit.output after crit(x, y) on the device is a ' ..
+           type(cg.output) .. ', not the loss tensor')
+   end
    Lc:backward()
    Lg:backward()
    note('tape x.grad', compare('tape x.grad', input_grads(rc), input_grads(rg), pass.dev))
