@@ -29,9 +29,20 @@ int tc_dtype_is_float(tc_dtype dt) { return dt == TC_F32 || dt == TC_F64 || tc_i
 /* ---- IEEE half and bfloat16, round to nearest even (half_bits.h) ----------------------- */
 
 uint16_t tc_f32_to_f16(float x) { return hb_f32_to_f16(x); }
-float tc_f16_to_f32(uint16_t h) { return hb_f16_to_f32(h); }
+/* The conversions Lua calls (element reads of half tensors) give every NaN as the one NaN:
+ * LuaJIT takes a returned float's bits as they are, and a NaN with a payload in the top bits
+ * would read as another Lua type (see GET in lua/torch/tensor.lua). */
+float tc_f16_to_f32(uint16_t h)
+{
+    float f = hb_f16_to_f32(h);
+    return f == f ? f : NAN;
+}
 uint16_t tc_f32_to_bf16(float x) { return hb_f32_to_bf16(x); }
-float tc_bf16_to_f32(uint16_t h) { return hb_bf16_to_f32(h); }
+float tc_bf16_to_f32(uint16_t h)
+{
+    float f = hb_bf16_to_f32(h);
+    return f == f ? f : NAN;
+}
 
 /* ---- generic element access ----------------------------------------------------------- */
 

@@ -491,18 +491,23 @@ static tc_status element_ptr(const char *what, const tc_tensor *t, const int64_t
     return TC_OK;
 }
 
+/* An element's value for a caller in Lua: every NaN as the one NaN, since LuaJIT takes a
+ * double's bits as they are and a NaN with a payload in the top bits (the data's: a file's,
+ * uninitialised memory) would read as another Lua type (see GET in lua/torch/tensor.lua). */
+static double lua_safe(double v) { return v == v ? v : NAN; }
+
 /* Device tensors: one element crosses over (cutorch's t[i] does the same, one sync each). */
 tc_status tc_tensor_get(const tc_tensor *t, const int64_t *index, double *out)
 {
     char *p = NULL;
     TRY(element_ptr("get", t, index, &p));
     if (t->device == TC_CPU) {
-        *out = tc_load_as_double(t->dtype, p);
+        *out = lua_safe(tc_load_as_double(t->dtype, p));
         return TC_OK;
     }
     char buf[16];
     TRY(tc_device_copy_bytes(TC_CPU, buf, t->device, p, (size_t)tc_elsize(t->dtype)));
-    *out = tc_load_as_double(t->dtype, buf);
+    *out = lua_safe(tc_load_as_double(t->dtype, buf));
     return TC_OK;
 }
 
@@ -525,7 +530,7 @@ double tc_tensor_item(const tc_tensor *t)
 {
     char *p = tc_base(t);
     if (p && t->device != TC_CPU) return NAN; /* device memory: tc_tensor_get copies it */
-    return p ? tc_load_as_double(t->dtype, p) : 0.0;
+    return p ? lua_safe(tc_load_as_double(t->dtype, p)) : 0.0;
 }
 
 /* ---- overlap ------------------------------------------------------------------------------ */

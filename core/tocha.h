@@ -67,7 +67,8 @@ size_t tc_dtype_size(tc_dtype dt);
 const char *tc_dtype_name(tc_dtype dt); /* "float32", "int64", ... */
 int tc_dtype_is_float(tc_dtype dt);     /* f32, f64, f16, bf16 */
 
-/* Half-precision conversions (round to nearest even). */
+/* Half-precision conversions (round to nearest even; to float, any NaN as the quiet NaN
+ * without payload). */
 uint16_t tc_f32_to_f16(float x);
 float tc_f16_to_f32(uint16_t h);
 uint16_t tc_f32_to_bf16(float x);
@@ -162,8 +163,9 @@ int tc_tensor_is_contiguous(const tc_tensor *t);
 /* Pointer to element 0 of the view (NULL when the tensor has no storage). On a CUDA tensor
  * this is a device pointer: never dereference it on the host. */
 void *tc_tensor_data(const tc_tensor *t);
-/* Element at a 0-based multi-index, as a double (i64 beyond 2^53 loses precision). On a
- * device tensor get/set_value copy one element across (slow, like cutorch's t[i]). */
+/* Element at a 0-based multi-index, as a double (i64 beyond 2^53 loses precision; any NaN
+ * as the quiet NaN without payload, which LuaJIT needs). On a device tensor get/set_value
+ * copy one element across (slow, like cutorch's t[i]). */
 tc_status tc_tensor_get(const tc_tensor *t, const int64_t *index, double *out);
 tc_status tc_tensor_set_value(tc_tensor *t, const int64_t *index, double v);
 /* Same fast pair for the first element of a 1-element tensor (Torch7 scalars); CPU

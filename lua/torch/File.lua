@@ -175,8 +175,12 @@ kind('Int', C.TC_I32, 'int32_t', {text = function(p, i) return fmt('%d', p[i]) e
                                   parse = parse_int(-2147483648, 2147483647)})
 kind('Long', C.TC_I64, 'int64_t', {long = true, text = function(p, i) return long_text(p[i]) end,
                                    parse = parse_long})
-kind('Float', C.TC_F32, 'float', {text = function(p, i) return fmt('%.9g', p[i]) end, parse = parse_float})
-kind('Double', C.TC_F64, 'double', {text = function(p, i) return fmt('%.17g', p[i]) end, parse = parse_float})
+-- floats are read with GET (tensor.lua): a NaN read plainly could become another Lua type
+local get_f32, get_f64 = GET[C.TC_F32], GET[C.TC_F64]
+kind('Float', C.TC_F32, 'float', {text = function(p, i) return fmt('%.9g', get_f32(p, i)) end, parse = parse_float,
+                                  get = get_f32})
+kind('Double', C.TC_F64, 'double', {text = function(p, i) return fmt('%.17g', get_f64(p, i)) end,
+                                    parse = parse_float, get = get_f64})
 -- storages Torch7 did not have (Half did exist late, raw 16 bits in binary files)
 for _, h in ipairs({{'Half', C.TC_F16}, {'BFloat16', C.TC_BF16}}) do
    local get, set = GET[h[2]], SET[h[2]]
@@ -313,6 +317,7 @@ for _, name in ipairs({'Byte', 'Char', 'Short', 'Int', 'Long', 'Float', 'Double'
             fail(self, rname .. ': read error: read 0 blocks instead of 1', 2)
             return 0
          end
+         if K.get then return K.get(K.one, 0) end
          return K.long and tonumber(K.one[0]) or K.one[0]
       end
       local s, n

@@ -536,7 +536,7 @@ read_object = function(f, st)
    elseif ti == TYPE_NUMBER then
       local cnt, bad = read_elems(f, DOUBLE, DOUBLE.one, 1)
       if cnt < 1 then corrupt(f, bad and 'a malformed number' or 'unexpected end of data in a number', bad) end
-      return DOUBLE.one[0]
+      return DOUBLE.get(DOUBLE.one, 0) -- any NaN as Lua's own (File.lua, tensor.lua's GET)
    elseif ti == TYPE_BOOLEAN then
       local b, bat = rint(f, 'boolean')
       if b ~= 0 and b ~= 1 then corrupt(f, 'boolean value ' .. b, bat) end

@@ -50,6 +50,25 @@ for dt, ct in pairs(ctype_name) do
 end
 -- int64 reads would be boxed int64 cdata; Torch7 gives Lua numbers
 GET[I64] = function(d, i) return tonumber(d[i]) end
+-- Floats: LuaJIT does not canonicalise a NaN it reads from FFI memory (lj_cconv.c: "Numbers
+-- are NOT canonicalized here!"), and with its tagged values a NaN whose payload fills the
+-- top bits of the word reads as another Lua type: nil, or a string or table at an address
+-- the bytes chose. Tensor data and file contents are anyone's (a hostile model file), so a
+-- float read looks at the bits first and gives any NaN as Lua's own.
+local u32p, band = ffi.typeof('uint32_t*'), bit.band
+local NAN = 0 / 0
+local HI, LO = ffi.abi('le') and 1 or 0, ffi.abi('le') and 0 or 1 -- the words of a double
+GET[C.TC_F32] = function(d, i)
+   local b = cast(u32p, d)[i]
+   if band(b, 0x7f800000) == 0x7f800000 and band(b, 0x7fffff) ~= 0 then return NAN end
+   return d[i]
+end
+GET[C.TC_F64] = function(d, i)
+   local w = cast(u32p, d)
+   local hi = w[2 * i + HI]
+   if band(hi, 0x7ff00000) == 0x7ff00000 and (band(hi, 0xfffff) ~= 0 or w[2 * i + LO] ~= 0) then return NAN end
+   return d[i]
+end
 -- Integer stores convert as C's copy does (docs/ARCHITECTURE.md): truncate toward zero,
 -- saturate out-of-range values, NaN -> 0.
 local function int_setter(lo, hi)

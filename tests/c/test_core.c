@@ -369,3 +369,33 @@ TEST(op_table_metadata)
     CHECK(tc_op_info((tc_op)-1) == NULL && tc_op_info(TC_OP_COUNT) == NULL);
     for (int op = 0; op < TC_OP_COUNT; op++) CHECK(tc_op_lookup(tc_op_info((tc_op)op)->name) == op); /* unique names */
 }
+
+/* The reads Lua makes give every NaN as the quiet NaN without payload: LuaJIT would read a
+ * NaN with payload bits in the top of the word as another Lua type (tests/lua's
+ * nan_payload_spec.lua checks the Lua side). */
+static uint64_t bits_of(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    return b;
+}
+TEST(reads_for_lua_give_nans_without_payload)
+{
+    const uint64_t quiet = bits_of((double)NAN);
+    tc_tensor *t = NULL;
+    CHECK_OK(tc_tensor_new(TC_F64, 1, SZ(2), &t));
+    const uint64_t payload[2] = {0xfffffffb00001000ull, 0x7ff0000000000001ull};
+    memcpy(tc_tensor_data(t), payload, sizeof payload);
+    double v = 0;
+    CHECK_OK(tc_tensor_get(t, (const int64_t[]){1}, &v));
+    CHECK(bits_of(v) == quiet);
+    CHECK(bits_of(tc_tensor_item(t)) == quiet);
+    tc_tensor_release(t);
+    CHECK_OK(tc_tensor_new(TC_F32, 0, NULL, &t));
+    const uint32_t f32 = 0xffffffffu;
+    memcpy(tc_tensor_data(t), &f32, sizeof f32);
+    CHECK(bits_of(tc_tensor_item(t)) == quiet);
+    tc_tensor_release(t);
+    CHECK(bits_of((double)tc_f16_to_f32(0xffff)) == quiet && bits_of((double)tc_bf16_to_f32(0xff81)) == quiet);
+    CHECK(tc_f16_to_f32(0x7c00) == INFINITY && tc_bf16_to_f32(0xff80) == -INFINITY);
+}
