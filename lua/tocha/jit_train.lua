@@ -37,7 +37,6 @@ local torch = require 'torch'
 local C = torch._C
 local fmt = string.format
 local isT = torch.isTensor
-local PTR = torch._elem.PTR
 
 local jit = require 'tocha.jit'
 local guard = require 'tocha.jit_guard'
@@ -50,9 +49,13 @@ local cache_new, cache_put, cache_get, cache_clear = guard.cache_new, guard.cach
 local free_entry, geom_of, geom_is = guard.free_entry, guard.geom_of, guard.geom_is
 
 -- Value of a 0-d/1-element tensor given as a tc_tensor* (a graph output), which it releases.
+-- torch._item copies a device tensor's value across once its stream has computed it (a
+-- pointer read would be a device address on a GPU, and a read before the work ran).
+local item = torch._item
 local function take_number(p)
-   local v = tonumber(ffi.cast(PTR[p.dtype], C.tc_tensor_data(p))[0])
+   local ok, v = pcall(item, p)
    C.tc_tensor_release(p)
+   if not ok then error(v, 0) end
    return v
 end
 

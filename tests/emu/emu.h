@@ -8,11 +8,14 @@
  *     tests/emu/cu2cc.pl into emu::launch(...) (emu_launch.h);
  *   - the CUDA runtime (emu_runtime.cc): device memory is host memory, registered so
  *     that every pointer a library call receives is checked against the live allocations;
- *     work runs synchronously in stream order, or is recorded while a stream captures and
- *     run at cudaGraphLaunch;
+ *     work queued on a stream runs only when the host waits for it (a synchronize, an event,
+ *     a copy to pageable memory), in stream order, after the work it depends on by events
+ *     or by the legacy stream's rules, so code that misses a wait reads stale results (the
+ *     streams' work otherwise never overlaps: TOCHA_CUDA_EMU_DEFER=0 runs it at once); work
+ *     queued while a stream captures is recorded and queued at each cudaGraphLaunch;
  *   - cuBLAS, cub and cuDNN (emu_cublas.cc, cub/cub.cuh, emu_cudnn.cc): plain loops that
  *     follow the libraries' documented semantics, with their documented argument checks.
- * It is NOT a model of GPU timing or of memory ordering between streams; it exists to run
+ * It is NOT a model of GPU timing or of memory ordering inside a kernel; it exists to run
  * the index math, the API usage and the host logic of code written without a GPU.
  */
 #ifndef TC_EMU_H
@@ -24,8 +27,8 @@
 
 namespace emu {
 
-/* Runs work in order on stream s: at once, or, while s captures a graph, when the graph is
- * launched. cuBLAS/cuDNN/cub calls put their computation here after checking arguments
+/* Queues work on stream s, to run in order when the host waits for it (emu_runtime.cc), or,
+ * while s captures a graph, when the graph is launched. cuBLAS/cuDNN/cub calls put their computation here after checking arguments
  * (so a captured gemm runs at replay, as on a GPU). `what` names it in diagnostics. */
 void enqueue(cudaStream_t s, const char *what, std::function<void()> work);
 

@@ -20,8 +20,11 @@
  * Driver: cuInit, devices and their attributes (the runtime's), primary contexts (one per
  * device; making one current selects its device, as it does for the runtime), modules,
  * functions, and cuLaunchKernel, which checks the configuration and the kernel's
- * __launch_bounds__ and runs on the stream like a <<<>>> launch (captured when the stream
- * captures). Errors are the driver's codes, returned, never left for cudaGetLastError.
+ * __launch_bounds__ and queues the grid on the stream like a <<<>>> launch (held until the
+ * host waits, or captured when the stream captures); cuCtxSynchronize runs the current
+ * device's held work and returns the error a kernel met there (a deadlock, a misaligned
+ * access), as a GPU reports a kernel's fault at the next wait. Errors are the driver's codes,
+ * returned, never left for cudaGetLastError.
  *
  * The compiler is the one the emulator was built with (EMU_MODULE_CXX), or
  * $TOCHA_CUDA_EMU_CXX; under the sanitizers the modules are built with them too.
@@ -475,6 +478,12 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c)
     /* the primary context is the runtime's: making it current selects its device there */
     if (c) emu::take_error_of([&] { cudaSetDevice(c->dev); });
     return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!t_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    return from_runtime(emu::take_error_of([] { cudaDeviceSynchronize(); }));
 }
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int nopts, CUjit_option *opts,
                                    void **vals)

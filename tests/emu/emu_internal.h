@@ -16,6 +16,13 @@ cudaError_t error_of(const std::function<void()> &f);
 cudaError_t take_error_of(const std::function<void()> &f);
 /* enqueue for a kernel: the stream must belong to the current device, as for a launch. */
 void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work);
+
+/* The settings (emu_devices.cc), read once from the environment: */
+int ndevices();           /* TOCHA_CUDA_EMU_DEVICES (default 1, at most 16) */
+int compute_capability(); /* TOCHA_CUDA_EMU_CC ("8.6"; default 9.0) as major * 10 + minor */
+int driver_version();     /* TOCHA_CUDA_EMU_DRIVER ("12.8"; default the runtime's) */
+size_t capacity();        /* TOCHA_CUDA_EMU_CAPACITY per device (K/M/G; default 2G) */
+bool deferred();          /* TOCHA_CUDA_EMU_DEFER: hold work until the host waits (default 1) */
 } // namespace emu
 
 #endif

@@ -11,9 +11,24 @@
  *     calls CUDA forbids while a thread captures (cudaFree, synchronous copies, synchronize,
  *     queries) fail with cudaErrorStreamCaptureUnsupported and invalidate the
  *     capture, as they do on a GPU; a copy from pageable host memory cannot be captured;
+ *   - asynchrony (TOCHA_CUDA_EMU_DEFER, default 1): work queued on a stream is held until
+ *     the host waits for it, then runs in stream order, each piece after the work it depends
+ *     on (below); code that reads a result without waiting, reuses a page-locked buffer
+ *     while a copy from it is queued, or lets another stream use memory without an event
+ *     reads stale bytes, as it would on a GPU at the wrong moment;
  *   - launch configurations (emu_sched.cc) and a kernel on another device's stream.
- * What it does not model: timing, concurrency between streams (all work runs in the order
- * it is queued, at once), peer access. Devices: TOCHA_CUDA_EMU_DEVICES (default 1), each
+ * What it does not model: timing, overlapping work (held work runs one piece at a time),
+ * peer access.
+ *
+ * When held work runs: cudaStreamSynchronize / cudaStreamQuery (the stream's; a query that
+ * finds work returns cudaErrorNotReady after running it, so a polling loop ends), an event's
+ * synchronize or query (up to its record), cudaDeviceSynchronize, cudaFree and cudaFreeHost
+ * and cudaStreamDestroy (which wait on a GPU too), a cudaMemcpy, and a cudaMemcpyAsync to
+ * pageable host memory (which returns once done). A copy from pageable host memory takes
+ * the bytes at the call, as CUDA's staging does. Dependencies: cudaStreamWaitEvent, and the
+ * legacy stream's: its work waits for the earlier work of the device's blocking streams,
+ * and theirs for its earlier work (non-blocking streams, tocha's, are exempt). An error a
+ * held piece of work meets (a failed launch) is returned by the call that ran it. Devices: TOCHA_CUDA_EMU_DEVICES (default 1), each
  * with TOCHA_CUDA_EMU_CAPACITY bytes (K/M/G suffixes; default 2G) and 2 SMs (small grids
  * keep emulated launches fast). Diagnostics ("emu: ...") go to stderr or to the file
  * $TOCHA_CUDA_EMU_LOG.
@@ -25,7 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,6 +57,17 @@ struct work_item {
 };
 
 struct emu_stream;
+
+/* Work held on a stream until the host waits for it (TOCHA_CUDA_EMU_DEFER): it runs after
+ * the first `seq` pieces of work of each stream in deps. */
+struct dependency {
+    emu_stream *stream;
+    size_t seq;
+};
+struct held_work {
+    work_item item;
+    std::vector<dependency> deps;
+};
 
 struct capture {
     int dev;
@@ -56,6 +84,8 @@ struct emu_stream {
     capture *cap = nullptr;
     size_t last_work = 0; /* work.size() after this stream's last capture item */
     size_t joined = 0;    /* the origin has waited for this stream's work up to here */
+    std::deque<held_work> held; /* queued, not yet run ... */
+    size_t queued = 0, ran = 0; /* ... pieces of work queued and run so far */
 };
 
 struct emu_event {
@@ -66,6 +96,8 @@ struct emu_event {
     emu_stream *src = nullptr;
     size_t seq = 0;
     double when = 0;
+    emu_stream *held_on = nullptr; /* outside a capture: done once held_on has run ... */
+    size_t held_seq = 0;           /* ... its first held_seq pieces of work */
 };
 
 struct emu_graph {
@@ -79,61 +111,25 @@ struct allocation {
 
 std::mutex g_mu;   /* the registries below */
 std::mutex g_exec; /* one piece of work runs at a time (emu_sched.cc relies on it) */
+/* The held work of every stream, taken before g_mu; recursive: running a piece first runs
+ * the pieces it depends on. */
+std::recursive_mutex g_held_mu;
 std::map<uintptr_t, allocation> g_device, g_pinned;
 std::set<emu_stream *> g_streams;
+std::vector<emu_stream *> g_destroyed; /* kept, so a dependency on one never dangles */
+emu_stream g_legacy[16];               /* each device's legacy default stream */
 std::set<emu_event *> g_events;
 std::set<capture *> g_captures;
 size_t g_used[16];
 thread_local int t_dev;
 thread_local cudaError_t t_error = cudaSuccess;
 
-size_t parse_bytes(const char *s, size_t dflt)
-{
-    if (!s || !*s) return dflt;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k') v *= 1024.0;
-    else if (*end == 'M' || *end == 'm') v *= 1024.0 * 1024.0;
-    else if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024.0 * 1024.0;
-    return v > 0 ? (size_t)v : dflt;
-}
-int ndevices()
-{
-    static int n = [] {
-        const char *s = getenv("TOCHA_CUDA_EMU_DEVICES");
-        int v = s ? atoi(s) : 1;
-        return v < 1 ? 1 : v > 16 ? 16 : v;
-    }();
-    return n;
-}
-/* The emulated devices' compute capability as major * 10 + minor: TOCHA_CUDA_EMU_CC ("8.6";
- * default 9.0, an H100's). */
-int compute_capability()
-{
-    static int cc = [] {
-        const char *s = getenv("TOCHA_CUDA_EMU_CC");
-        int major = 9, minor = 0;
-        if (s && (sscanf(s, "%d.%d", &major, &minor) != 2 || major < 1 || minor < 0 || minor > 9)) major = 9, minor = 0;
-        return major * 10 + minor;
-    }();
-    return cc;
-}
-/* The driver's CUDA version: TOCHA_CUDA_EMU_DRIVER ("12.8" is 12080; default the runtime's). */
-int driver_version()
-{
-    static int v = [] {
-        const char *s = getenv("TOCHA_CUDA_EMU_DRIVER");
-        int major = 0, minor = 0;
-        if (s && sscanf(s, "%d.%d", &major, &minor) == 2 && major > 0) return major * 1000 + minor * 10;
-        return CUDART_VERSION;
-    }();
-    return v;
-}
-size_t capacity()
-{
-    static size_t c = parse_bytes(getenv("TOCHA_CUDA_EMU_CAPACITY"), (size_t)2 << 30);
-    return c;
-}
+using emu::capacity;
+using emu::compute_capability;
+using emu::deferred;
+using emu::driver_version;
+using emu::ndevices;
+
 double now_ms()
 {
     struct timespec ts;
@@ -209,6 +205,79 @@ void run_now(const char *what, const std::function<void()> &work)
     work();
 }
 
+/* The stream that holds work queued on st: st, or the current device's legacy stream. */
+emu_stream *holder(emu_stream *st)
+{
+    if (st) return st;
+    g_legacy[t_dev].dev = t_dev;
+    return &g_legacy[t_dev];
+}
+
+/* Holds work on st (nullptr: the legacy stream) behind deps and the legacy stream's rules.
+ * Takes g_held_mu, then g_mu: never called with g_mu held. */
+void hold(emu_stream *st, const char *what, std::function<void()> work, std::vector<dependency> deps)
+{
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    emu_stream *q = holder(st);
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        if (!st) { /* after the earlier work of the device's blocking streams */
+            for (emu_stream *x : g_streams)
+                if (x->dev == q->dev && !(x->flags & cudaStreamNonBlocking) && x->queued > x->ran)
+                    deps.push_back(dependency{x, x->queued});
+        } else if (!(st->flags & cudaStreamNonBlocking)) { /* after the legacy stream's */
+            emu_stream *legacy = &g_legacy[st->dev];
+            if (legacy->queued > legacy->ran) deps.push_back(dependency{legacy, legacy->queued});
+        }
+    }
+    q->held.push_back(held_work{work_item{what, std::move(work)}, std::move(deps)});
+    q->queued++;
+}
+
+/* Runs st's held work up to its first `upto` pieces, each after the work it depends on
+ * (which was queued before it, so this never waits on itself). Returns the first error a
+ * piece met. */
+cudaError_t run_held(emu_stream *st, size_t upto)
+{
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    cudaError_t first = cudaSuccess;
+    while (st->ran < upto && !st->held.empty()) {
+        held_work w = std::move(st->held.front());
+        st->held.pop_front();
+        for (const dependency &d : w.deps) {
+            cudaError_t e = run_held(d.stream, d.seq);
+            if (first == cudaSuccess) first = e;
+        }
+        cudaError_t e = emu::take_error_of([&] { run_now(w.item.what.c_str(), w.item.run); });
+        st->ran++;
+        if (first == cudaSuccess) first = e;
+    }
+    return first;
+}
+
+/* Runs all held work of device dev (-1: of every device): cudaDeviceSynchronize, and the
+ * calls that wait for the device on a GPU (cudaFree, cudaFreeHost). Returns its first error,
+ * also left for cudaGetLastError. */
+cudaError_t run_device(int dev)
+{
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    std::vector<emu_stream *> all;
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        for (emu_stream *x : g_streams)
+            if (dev < 0 || x->dev == dev) all.push_back(x);
+    }
+    for (int d = 0; d < 16; d++)
+        if (dev < 0 || d == dev) all.push_back(&g_legacy[d]);
+    cudaError_t first = cudaSuccess;
+    for (emu_stream *x : all) {
+        cudaError_t e = run_held(x, x->queued);
+        if (first == cudaSuccess) first = e;
+    }
+    if (first != cudaSuccess) t_error = first;
+    return first;
+}
+
 /* emu::enqueue, returning the error it met (a refused legacy-stream use, a bad stream)
  * rather than leaving it only for cudaGetLastError. */
 cudaError_t queue(cudaStream_t s, const char *what, std::function<void()> work)
@@ -243,7 +312,21 @@ cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind ki
     if (st && st->cap && !pinned_host)
         return fail(cudaErrorStreamCaptureUnsupported, "%s of %zu bytes from pageable host memory cannot be captured",
                     what, n);
-    return queue(s, what, [dst, src, n] { memmove(dst, src, n); });
+    if (!deferred() || (st && st->cap)) return queue(s, what, [dst, src, n] { memmove(dst, src, n); });
+    cudaError_t e;
+    if (kind == cudaMemcpyHostToDevice && !pinned_host) { /* staged: the bytes are taken now */
+        auto bytes = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+        e = queue(s, what, [dst, bytes, n] { memcpy(dst, bytes->data(), n); });
+    } else {
+        e = queue(s, what, [dst, src, n] { memmove(dst, src, n); });
+    }
+    if (e != cudaSuccess) return e;
+    /* a synchronous copy, or one into pageable host memory, returns once it is done */
+    if (sync || kind == cudaMemcpyHostToHost || (kind == cudaMemcpyDeviceToHost && !pinned_host)) {
+        emu_stream *q = holder(st);
+        if ((e = run_held(q, q->queued)) != cudaSuccess) t_error = e;
+    }
+    return e;
 }
 
 } // namespace
@@ -329,7 +412,8 @@ void enqueue(cudaStream_t s, const char *what, std::function<void()> work)
             return;
         }
     }
-    run_now(what, work);
+    if (deferred()) hold(st, what, std::move(work), {});
+    else run_now(what, work);
 }
 
 void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work)
@@ -348,11 +432,6 @@ void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work
 
 /* ---- devices ------------------------------------------------------------------------------- */
 
-cudaError_t cudaGetDeviceCount(int *n)
-{
-    *n = ndevices();
-    return cudaSuccess;
-}
 cudaError_t cudaSetDevice(int dev)
 {
     if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): %d device(s)", dev, ndevices());
@@ -362,48 +441,6 @@ cudaError_t cudaSetDevice(int dev)
 cudaError_t cudaGetDevice(int *dev)
 {
     *dev = t_dev;
-    return cudaSuccess;
-}
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev)
-{
-    if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d)", dev);
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "tocha CUDA emulator (host)");
-    p->totalGlobalMem = capacity();
-    p->sharedMemPerBlock = 48 * 1024;
-    p->warpSize = 32;
-    p->maxThreadsPerBlock = 1024;
-    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
-    p->maxThreadsDim[2] = 64;
-    p->maxGridSize[0] = 0x7fffffff;
-    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
-    p->major = compute_capability() / 10;
-    p->minor = compute_capability() % 10;
-    p->multiProcessorCount = 2;
-    p->unifiedAddressing = 1;
-    return cudaSuccess;
-}
-cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev)
-{
-    if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaDeviceGetAttribute(device %d)", dev);
-    switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *v = 2; return cudaSuccess;
-    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
-    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *v = compute_capability() / 10; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *v = compute_capability() % 10; return cudaSuccess;
-    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)attr);
-    }
-}
-cudaError_t cudaRuntimeGetVersion(int *v)
-{
-    *v = CUDART_VERSION;
-    return cudaSuccess;
-}
-cudaError_t cudaDriverGetVersion(int *v)
-{
-    *v = driver_version();
     return cudaSuccess;
 }
 
@@ -439,7 +476,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 }
 cudaError_t cudaDeviceSynchronize(void)
 {
-    return forbidden("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    return forbidden("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : run_device(t_dev);
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -451,46 +488,6 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 cudaError_t cudaPeekAtLastError(void) { return t_error; }
-
-const char *cudaGetErrorName(cudaError_t e)
-{
-    switch (e) {
-#define EMU_NAME(x)                                                                                                   \
-    case x: return #x;
-        EMU_NAME(cudaSuccess) EMU_NAME(cudaErrorInvalidValue) EMU_NAME(cudaErrorMemoryAllocation)
-        EMU_NAME(cudaErrorInvalidConfiguration) EMU_NAME(cudaErrorInvalidDevice) EMU_NAME(cudaErrorInvalidResourceHandle)
-        EMU_NAME(cudaErrorLaunchFailure) EMU_NAME(cudaErrorMisalignedAddress) EMU_NAME(cudaErrorNotReady)
-        EMU_NAME(cudaErrorIllegalState)
-        EMU_NAME(cudaErrorStreamCaptureUnsupported) EMU_NAME(cudaErrorStreamCaptureInvalidated)
-        EMU_NAME(cudaErrorStreamCaptureImplicit) EMU_NAME(cudaErrorStreamCaptureUnjoined)
-        EMU_NAME(cudaErrorStreamCaptureIsolation) EMU_NAME(cudaErrorStreamCaptureUnmatched)
-        EMU_NAME(cudaErrorNoKernelImageForDevice) EMU_NAME(cudaErrorUnsupportedPtxVersion)
-#undef EMU_NAME
-    default: return "cudaErrorUnknown";
-    }
-}
-const char *cudaGetErrorString(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorMisalignedAddress: return "misaligned address";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
-    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
-    case cudaErrorStreamCaptureUnjoined: return "capture was not joined";
-    case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
-    case cudaErrorUnsupportedPtxVersion: return "the provided PTX was compiled with an unsupported toolchain.";
-    default: return "unknown error";
-    }
-}
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 
@@ -514,9 +511,10 @@ cudaError_t cudaMalloc(void **p, size_t n)
 }
 cudaError_t cudaFree(void *p)
 {
-    std::lock_guard<std::mutex> l(g_mu);
-    if (forbidden_locked("cudaFree")) return cudaErrorStreamCaptureUnsupported;
+    if (forbidden("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
+    (void)run_device(-1); /* it waits for the device; an error of that work stays for cudaGetLastError */
+    std::lock_guard<std::mutex> l(g_mu);
     auto it = g_device.find((uintptr_t)p);
     if (it == g_device.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
     g_used[it->second.dev] -= it->second.bytes;
@@ -537,9 +535,10 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int)
 }
 cudaError_t cudaFreeHost(void *p)
 {
-    std::lock_guard<std::mutex> l(g_mu);
-    if (forbidden_locked("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
+    if (forbidden("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
+    (void)run_device(-1);
+    std::lock_guard<std::mutex> l(g_mu);
     auto it = g_pinned.find((uintptr_t)p);
     if (it == g_pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not page-locked memory", p);
     g_pinned.erase(it);
@@ -592,30 +591,48 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
     *s = (cudaStream_t)st;
     return cudaSuccess;
 }
+/* Its held work runs first (a GPU finishes it in the background); the object is kept, so
+ * that a dependency on it stays valid. */
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    std::lock_guard<std::mutex> l(g_mu);
     emu_stream *st = (emu_stream *)s;
-    if (!g_streams.count(st)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a live stream", (void *)s);
-    if (st->cap) return fail(cudaErrorIllegalState, "cudaStreamDestroy(%p): the stream is capturing", (void *)s);
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        if (!g_streams.count(st))
+            return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a live stream", (void *)s);
+        if (st->cap) return fail(cudaErrorIllegalState, "cudaStreamDestroy(%p): the stream is capturing", (void *)s);
+    }
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    cudaError_t e = run_held(st, st->queued);
+    if (e != cudaSuccess) t_error = e;
+    std::lock_guard<std::mutex> l(g_mu);
     g_streams.erase(st);
-    delete st;
+    g_destroyed.push_back(st);
     return cudaSuccess;
 }
-/* Waiting for a stream: work already ran; only capture makes it an error. */
-static cudaError_t wait_stream(cudaStream_t s, const char *what)
+/* Waiting for a stream: its held work runs (a query that finds some says cudaErrorNotReady,
+ * having run it); capture makes it an error. */
+static cudaError_t wait_stream(cudaStream_t s, const char *what, bool query)
 {
     emu_stream *st;
     if (!resolve(s, &st, what)) return t_error;
-    std::lock_guard<std::mutex> l(g_mu);
-    if (st && st->cap) {
-        st->cap->invalid = true;
-        return fail(cudaErrorStreamCaptureUnsupported, "%s of a capturing stream", what);
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        if (st && st->cap) {
+            st->cap->invalid = true;
+            return fail(cudaErrorStreamCaptureUnsupported, "%s of a capturing stream", what);
+        }
+        if (forbidden_locked(what)) return cudaErrorStreamCaptureUnsupported;
     }
-    return forbidden_locked(what) ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    emu_stream *q = holder(st);
+    bool pending = q->ran < q->queued;
+    cudaError_t e = run_held(q, q->queued);
+    if (e != cudaSuccess) return t_error = e;
+    return query && pending ? cudaErrorNotReady : cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return wait_stream(s, "cudaStreamSynchronize"); }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return wait_stream(s, "cudaStreamQuery"); }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return wait_stream(s, "cudaStreamSynchronize", false); }
+cudaError_t cudaStreamQuery(cudaStream_t s) { return wait_stream(s, "cudaStreamQuery", true); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
@@ -644,6 +661,16 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     emu_stream *st;
     if (!resolve(s, &st, "cudaEventRecord")) return t_error;
+    bool outside;
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        if (!live_event(e, "cudaEventRecord")) return t_error;
+        outside = !(st && st->cap);
+    }
+    /* outside a capture it marks the work held so far, behind the legacy stream's rules */
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    emu_stream *q = nullptr;
+    if (outside && deferred()) hold(st, "cudaEventRecord", [] {}, {}), q = holder(st);
     std::lock_guard<std::mutex> l(g_mu);
     emu_event *ev = live_event(e, "cudaEventRecord");
     if (!ev) return t_error;
@@ -651,6 +678,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     ev->cap = st ? st->cap : nullptr;
     ev->src = st;
     ev->seq = ev->cap ? ev->cap->work.size() : 0;
+    ev->held_on = q;
+    ev->held_seq = q ? q->queued : 0;
     ev->when = now_ms();
     return cudaSuccess;
 }
@@ -658,11 +687,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int)
 {
     emu_stream *st;
     if (!resolve(s, &st, "cudaStreamWaitEvent")) return t_error;
-    std::lock_guard<std::mutex> l(g_mu);
+    std::lock_guard<std::recursive_mutex> h(g_held_mu); /* taken before g_mu, as hold does */
+    std::unique_lock<std::mutex> l(g_mu);
     emu_event *ev = live_event(e, "cudaStreamWaitEvent");
     if (!ev) return t_error;
     capture *c = ev->cap && g_captures.count(ev->cap) ? ev->cap : nullptr;
-    if (!c) return cudaSuccess; /* the work it marks has run */
+    if (!c) {
+        if (!ev->held_on) return cudaSuccess; /* never recorded, or the work it marks has run */
+        dependency d{ev->held_on, ev->held_seq};
+        bool capturing = st && st->cap;
+        l.unlock();
+        if (capturing) return run_held(d.stream, d.seq) == cudaSuccess ? cudaSuccess : t_error; /* before the graph */
+        hold(st, "cudaStreamWaitEvent", [] {}, {d});
+        return cudaSuccess;
+    }
     if (!st) {
         c->invalid = true;
         return fail(cudaErrorStreamCaptureImplicit, "cudaStreamWaitEvent: the legacy stream waits on a capture");
@@ -675,19 +713,31 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int)
     if (ev->src && ev->src != st && ev->src->cap == c) ev->src->joined = ev->seq; /* join */
     return cudaSuccess;
 }
-static cudaError_t event_wait(cudaEvent_t e, const char *what)
+/* Waiting for an event: the work it marks runs (a query that finds some says
+ * cudaErrorNotReady, having run it). */
+static cudaError_t event_wait(cudaEvent_t e, const char *what, bool query)
 {
-    std::lock_guard<std::mutex> l(g_mu);
-    emu_event *ev = live_event(e, what);
-    if (!ev) return t_error;
-    if (ev->cap && g_captures.count(ev->cap)) {
-        ev->cap->invalid = true;
-        return fail(cudaErrorStreamCaptureUnsupported, "%s of an event recorded in a capture", what);
+    std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    dependency d{nullptr, 0};
+    {
+        std::lock_guard<std::mutex> l(g_mu);
+        emu_event *ev = live_event(e, what);
+        if (!ev) return t_error;
+        if (ev->cap && g_captures.count(ev->cap)) {
+            ev->cap->invalid = true;
+            return fail(cudaErrorStreamCaptureUnsupported, "%s of an event recorded in a capture", what);
+        }
+        if (forbidden_locked(what)) return cudaErrorStreamCaptureUnsupported;
+        d = dependency{ev->held_on, ev->held_seq};
     }
-    return forbidden_locked(what) ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    if (!d.stream) return cudaSuccess;
+    bool pending = d.stream->ran < d.seq;
+    cudaError_t err = run_held(d.stream, d.seq);
+    if (err != cudaSuccess) return t_error = err;
+    return query && pending ? cudaErrorNotReady : cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return event_wait(e, "cudaEventSynchronize"); }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return event_wait(e, "cudaEventQuery"); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return event_wait(e, "cudaEventSynchronize", false); }
+cudaError_t cudaEventQuery(cudaEvent_t e) { return event_wait(e, "cudaEventQuery", true); }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     std::lock_guard<std::mutex> l(g_mu);

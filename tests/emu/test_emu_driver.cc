@@ -5,11 +5,12 @@
  * Checked: the documented statuses of each call (not initialised, bad device, bad option,
  * uncompiled program, no current context, an image that is not the emulator's, a missing
  * function, a launch past __launch_bounds__, `extra`, no parameters, an empty grid); the
- * logs name the cause (the compiler's error, the asm not emulated, the option); launched
- * kernels compute what they should: scalar parameters copied at the launch, __shared__ and
- * __syncthreads across a block, a grid-stride loop, the f16 conversions rewritten from
- * inline PTX at known bit patterns (subnormal, infinities, NaN, a tie to even, overflow);
- * a kernel whose threads deadlock fails its launch. Kernels get host memory: the emulator's
+ * logs name the cause (the compiler's error, the asm not emulated, the option); a launch
+ * runs only when the host waits (cuCtxSynchronize), and then computes what it should:
+ * scalar parameters copied at the launch, __shared__ and __syncthreads across a block, a
+ * grid-stride loop, the f16 conversions rewritten from inline PTX at known bit patterns
+ * (subnormal, infinities, NaN, a tie to even, overflow); a kernel whose threads deadlock, or
+ * that makes a misaligned access, fails at that wait. Kernels get host memory: the emulator's
  * kernels read any pointer, and this program cannot reach its cudaMalloc (hidden).
  * Prints "N passed, N failed" (tests/run.sh reads it).
  */
@@ -49,6 +50,7 @@ FN(cuDeviceGet);
 FN(cuDeviceGetAttribute);
 FN(cuDevicePrimaryCtxRetain);
 FN(cuCtxSetCurrent);
+FN(cuCtxSynchronize);
 FN(cuModuleLoadDataEx);
 FN(cuModuleGetFunction);
 FN(cuLaunchKernel);
@@ -181,6 +183,7 @@ static void check_launches(const std::string &image)
     CUmodule m = nullptr;
     CUfunction f = nullptr;
     EXPECT(p_cuModuleLoadDataEx(&m, image.c_str(), 0, nullptr, nullptr) == CUDA_ERROR_INVALID_CONTEXT, "no context");
+    EXPECT(p_cuCtxSynchronize() == CUDA_ERROR_INVALID_CONTEXT, "synchronize without a context");
     CUcontext c = nullptr;
     EXPECT(p_cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && c, "retain");
     EXPECT(p_cuCtxSetCurrent((CUcontext)&image) == CUDA_ERROR_INVALID_CONTEXT, "a bogus context");
@@ -206,10 +209,13 @@ static void check_launches(const std::string &image)
     float *yp = y.data();
     void *params[4] = {&xp, &yp, &nn, &a};
     EXPECT(p_cuLaunchKernel(f, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS, "launch");
+    a = -1.0f; /* the launch took its parameters' values */
+    EXPECT(y[0] == 7.0f, "the launch is held until the host waits");
+    EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "synchronize");
     int bad = 0;
     for (int i = 0; i < n; i++) {
         int src = i / 64 * 64 + 63 - i % 64; /* the mirror in the block, -1 when out of range */
-        float want = src < n ? x[src] * a : -1.0f;
+        float want = src < n ? x[src] * 2.5f : -1.0f;
         bad += y[i] != want;
     }
     EXPECT(bad == 0 && y[150] == 7.0f, "scale_rev: %d wrong", bad);
@@ -238,6 +244,7 @@ static void check_launches(const std::string &image)
     void *hparams[4] = {&hp, &fp, &tp, &nhv};
     EXPECT(p_cuModuleGetFunction(&f, m, "halves") == CUDA_SUCCESS, "halves");
     EXPECT(p_cuLaunchKernel(f, 2, 1, 1, 3, 1, 1, 0, nullptr, hparams, nullptr) == CUDA_SUCCESS, "launch halves");
+    EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "halves ran");
     for (int i = 0; i < nh; i++) {
         float want = half_to_float(h[i]);
         EXPECT(isnan(want) ? isnan(fo[i]) : fo[i] == want, "h2f(%#x) = %g, want %g", h[i], fo[i], want);
@@ -251,8 +258,9 @@ static void check_launches(const std::string &image)
     int *zp = z.data();
     void *zparams[1] = {&zp};
     EXPECT(p_cuModuleGetFunction(&f, m, "deadlock") == CUDA_SUCCESS, "deadlock");
-    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, zparams, nullptr) == CUDA_ERROR_LAUNCH_FAILED,
-           "a deadlock fails the launch");
+    EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, zparams, nullptr) == CUDA_SUCCESS, "deadlock queued");
+    EXPECT(p_cuCtxSynchronize() == CUDA_ERROR_LAUNCH_FAILED, "a deadlock fails at the wait");
+    EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "reported once");
 
     /* a 16-byte access 16 bytes into an aligned buffer is fine, 4 bytes in is not */
     alignas(16) static char buf[64];
@@ -260,7 +268,8 @@ static void check_launches(const std::string &image)
     for (int offset : {16, 4}) {
         void *mparams[2] = {&bp, &offset};
         EXPECT(p_cuModuleGetFunction(&f, m, "misaligned") == CUDA_SUCCESS, "misaligned");
-        CUresult r = p_cuLaunchKernel(f, 2, 1, 1, 32, 1, 1, 0, nullptr, mparams, nullptr);
+        EXPECT(p_cuLaunchKernel(f, 2, 1, 1, 32, 1, 1, 0, nullptr, mparams, nullptr) == CUDA_SUCCESS, "queued");
+        CUresult r = p_cuCtxSynchronize();
         EXPECT(r == (offset == 16 ? CUDA_SUCCESS : CUDA_ERROR_MISALIGNED_ADDRESS), "offset %d: %d", offset, (int)r);
     }
 }
@@ -280,7 +289,7 @@ int main(int, char **argv)
     LOAD(nvrtcVersion), LOAD(nvrtcCreateProgram), LOAD(nvrtcCompileProgram), LOAD(nvrtcGetProgramLogSize);
     LOAD(nvrtcGetProgramLog), LOAD(nvrtcGetPTXSize), LOAD(nvrtcGetPTX), LOAD(nvrtcDestroyProgram);
     LOAD(cuInit), LOAD(cuDeviceGet), LOAD(cuDeviceGetAttribute), LOAD(cuDevicePrimaryCtxRetain);
-    LOAD(cuCtxSetCurrent), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
+    LOAD(cuCtxSetCurrent), LOAD(cuCtxSynchronize), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
     LOAD(cuGetErrorString);
     check_init_and_devices();
     std::string image;
