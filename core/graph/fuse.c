@@ -7,7 +7,12 @@
  *              uint8 masks), copy between f32/f64/uint8/bool, where(mask, a, b); in a
  *              graph on a CUDA device f16/bf16 too (see member_float). Every
  *              member's result has the group's iteration shape; inputs from outside may
- *              broadcast to it. Random nodes never join (TC_GN_RANDOM).
+ *              broadcast to it. Random nodes never join (TC_GN_RANDOM), nor a node
+ *              reading a value on another device than its result's (a download or an
+ *              upload: a group's code reads its inputs' memory directly, which a CPU
+ *              loop cannot do for device memory nor a device kernel for host memory;
+ *              a 0-dim CPU constant read on the device is the exception, exec_cuda.c
+ *              copies it there once).
  *   reduction  sum or mean over all elements or along the last dim of a member's value may
  *              join as the last member; the group is closed after it.
  * Legality: a group runs at the position of its last member. That is only valid when no
@@ -75,6 +80,18 @@ static bool same_shape(const tc_gval *v, int nd, const int64_t *sz)
     return v->ndim == nd && memcmp(v->size, sz, sizeof(int64_t) * (size_t)nd) == 0;
 }
 
+/* Whether every input of n lives where n's result does (or is a 0-dim CPU value, which a
+ * device group gets as a device copy): a group reads its inputs' memory directly. */
+static bool inputs_on_result_device(const tc_graph *g, const tc_gnode *n)
+{
+    int32_t dev = g->vals[n->out[0]].device;
+    for (int i = 0; i < n->nin; i++) {
+        const tc_gval *x = &g->vals[n->in[i]];
+        if (x->device != dev && !(x->device == TC_CPU && x->ndim == 0 && dev != TC_CPU)) return false;
+    }
+    return true;
+}
+
 /* An elementwise node that may be a member (its output defines or must match the shape). */
 static bool ew_member(const tc_graph *g, const tc_gnode *n)
 {
@@ -84,8 +101,10 @@ static bool ew_member(const tc_graph *g, const tc_gnode *n)
     const tc_gval *o = &g->vals[n->out[0]];
     if (tc_numel_of(o->ndim, o->size) == 0) return false;
     for (int i = 0; i < n->nin; i++)
-        if (n->in[i] < 0 || !broadcasts_to(g->vals[n->in[i]].ndim, g->vals[n->in[i]].size, o->ndim, o->size))
-            return false;
+        if (n->in[i] < 0) return false;
+    if (!inputs_on_result_device(g, n)) return false;
+    for (int i = 0; i < n->nin; i++)
+        if (!broadcasts_to(g->vals[n->in[i]].ndim, g->vals[n->in[i]].size, o->ndim, o->size)) return false;
     switch (info->kind) {
     case TC_KIND_EW: {
         if (info->nin < 1 || n->nin != info->nin || !(info->flags & TC_OPF_FLT)) return false;
@@ -112,7 +131,7 @@ static bool ew_member(const tc_graph *g, const tc_gnode *n)
 static bool tail_reduction(const tc_graph *g, const tc_gnode *n)
 {
     if ((n->flags & (TC_GN_RANDOM | TC_GN_DEAD)) || (n->op != TC_OP_SUM && n->op != TC_OP_MEAN) || n->nin != 1 ||
-        n->nout != 1 || n->in[0] < 0)
+        n->nout != 1 || n->in[0] < 0 || n->out[0] < 0 || !inputs_on_result_device(g, n))
         return false;
     const tc_gval *x = &g->vals[n->in[0]];
     int64_t dim = n->p.i[0];

@@ -2,9 +2,9 @@
  *
  * Three rewrites, in this order (each later one sees the effect of the earlier ones):
  *
- * 1. Layout: redundant copies become views. A same-dtype, same-size `copy` node (what
- *    clone(), contiguous() on a strided tensor, or y:copy(x) into a fresh y trace to) is
- *    rewritten into an identity view of its input -- `expand` to the input's own sizes,
+ * 1. Layout: redundant copies become views. A same-dtype, same-size `copy` node on one
+ *    device (what clone(), contiguous() on a strided tensor, or y:copy(x) into a fresh y
+ *    trace to) is rewritten into an identity view of its input -- `expand` to the input's own sizes,
  *    which keeps every stride -- when
  *      - the input is already contiguous (a non-view value, or a view whose geometry
  *        worked out statically is contiguous): the copy moved bytes for nothing; or
@@ -56,9 +56,12 @@ static int kind_of(const tc_gnode *n)
     return n->op < TC_OP_COUNT ? tc_op_info((tc_op)n->op)->kind : -1;
 }
 
+/* Same dtype, sizes and device: one value's memory can stand for the other's (a copy
+ * between devices is a transfer, never an identity view, nor a buffer to write over). */
 static bool same_type(const tc_gval *a, const tc_gval *b)
 {
-    return a->dtype == b->dtype && a->ndim == b->ndim && memcmp(a->size, b->size, sizeof(int64_t) * (size_t)a->ndim) == 0;
+    return a->dtype == b->dtype && a->device == b->device && a->ndim == b->ndim &&
+           memcmp(a->size, b->size, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
 /* ---- 1. copies that move bytes for nothing --------------------------------------------- */

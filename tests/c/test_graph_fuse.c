@@ -370,6 +370,35 @@ TEST(graph_fuse_random_node_breaks_group)
     tc_graph_free(g);
 }
 
+/* A copy from a value on another device (a download into a CPU graph, as tracing
+ * tc_tensor_to(d, TC_CPU) records it) never joins a group: a CPU group's loops would read
+ * the device memory directly (a crash on a GPU; the emulator's guard found it). */
+TEST(graph_fuse_cross_device_copy_not_fused)
+{
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    build_failed = 0;
+    int64_t n = 64;
+    int32_t x = input(g, TC_F32, 1, &n), d = input(g, TC_F32, 1, &n);
+    g->vals[d].device = TC_DEVICE_CUDA(0);
+    int32_t c = OP1(g, TC_OP_COPY, d, NULL);
+    g->vals[c].device = TC_CPU;
+    int32_t y = OP2(g, TC_OP_ADD, x, c, P(.s = {1}));
+    int32_t z = OP1(g, TC_OP_EXP, y, NULL);
+    CHECK_OK(tc_graph_mark_output(g, z));
+    CHECK(!build_failed);
+    CHECK_OK(tc_pass_fuse(g));
+    CHECK(group_of(g, c) == -1);
+    int gy = group_of(g, y);
+    CHECK(gy >= 0 && gy == group_of(g, z));
+    if (gy >= 0) CHECK(in_list(g->groups[gy].ins, g->groups[gy].nins, c));
+    /* the same copy of a CPU value joins */
+    g->vals[d].device = TC_CPU;
+    CHECK_OK(tc_pass_fuse(g));
+    CHECK(group_of(g, c) >= 0 && group_of(g, c) == group_of(g, z));
+    tc_graph_free(g);
+}
+
 /* ---- dependencies -------------------------------------------------------------------------- */
 
 TEST(graph_fuse_dependency_illegal_cases_not_fused)

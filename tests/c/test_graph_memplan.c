@@ -308,6 +308,32 @@ TEST(graph_memplan_inplace_needs_the_last_reader)
     ct_drop();
 }
 
+/* a copy of a value on another device (a download, as tracing x:float() of a device tensor
+ * records it) is a transfer: it stays a copy (the emulator's guard found a CPU graph reading
+ * the device tensor through such a view) */
+TEST(graph_memplan_copy_across_devices_stays)
+{
+    tc_tensor *W = ct_keep(ct_arange(TC_F32, 1, SZ(32)));
+    tc_graph *g;
+    CHECK_OK(tc_graph_new(&g));
+    int32_t x, w;
+    CHECK_OK(tc_graph_add_input(g, TC_F32, 1, SZ(32), &x));
+    CHECK_OK(tc_graph_add_external(g, W, &w));
+    g->vals[w].device = TC_DEVICE_CUDA(0); /* as if W were a device tensor */
+    int32_t c = op1(g, TC_OP_COPY, w, P(.i = {-1}));
+    g->vals[c].device = TC_CPU;
+    int32_t y = op2(g, TC_OP_ADD, x, c, P(.s = {1}));
+    CHECK_OK(tc_graph_mark_output(g, y));
+    CHECK_OK(tc_pass_inplace(g));
+    CHECK(g->nodes[g->vals[c].producer].op == TC_OP_COPY && g->vals[c].view_of < 0);
+    /* the same copy of a CPU value becomes a view */
+    g->vals[w].device = TC_CPU;
+    CHECK_OK(tc_pass_inplace(g));
+    CHECK(g->nodes[g->vals[c].producer].op == TC_OP_EXPAND && g->vals[c].view_of == w);
+    tc_graph_free(g);
+    ct_drop();
+}
+
 /* copies of contiguous values, and copies only a matmul reads, become views */
 TEST(graph_memplan_copies_become_views)
 {

@@ -1,5 +1,6 @@
-/* emu_internal.h -- what the emulator's runtime (emu_runtime.cc) and scheduler
- * (emu_sched.cc) share; the fake libraries use emu.h only. */
+/* emu_internal.h -- what the emulator's runtime (emu_runtime.cc), scheduler (emu_sched.cc),
+ * settings (emu_devices.cc) and device memory (emu_memory.cc) share; the fake libraries use
+ * emu.h only. */
 #ifndef TC_EMU_INTERNAL_H
 #define TC_EMU_INTERNAL_H
 
@@ -23,6 +24,20 @@ int compute_capability(); /* TOCHA_CUDA_EMU_CC ("8.6"; default 9.0) as major * 1
 int driver_version();     /* TOCHA_CUDA_EMU_DRIVER ("12.8"; default the runtime's) */
 size_t capacity();        /* TOCHA_CUDA_EMU_CAPACITY per device (K/M/G; default 2G) */
 bool deferred();          /* TOCHA_CUDA_EMU_DEFER: hold work until the host waits (default 1) */
+
+/* Device memory's pages (emu_memory.cc): bytes on device dev, 256-byte aligned, not filled
+ * (nullptr: no room); free_device_pages takes what device_pages gave, with its size. */
+void *device_pages(int dev, size_t bytes);
+void free_device_pages(void *p, size_t bytes);
+/* While one of these lives, on any thread, the host may touch device memory (device work
+ * runs inside one); at other times an access through a device pointer faults
+ * (TOCHA_CUDA_EMU_GUARD=0: never). */
+struct device_access {
+    device_access();
+    ~device_access();
+    device_access(const device_access &) = delete;
+    device_access &operator=(const device_access &) = delete;
+};
 } // namespace emu
 
 #endif

@@ -16,7 +16,9 @@
  *     on (below); code that reads a result without waiting, reuses a page-locked buffer
  *     while a copy from it is queued, or lets another stream use memory without an event
  *     reads stale bytes, as it would on a GPU at the wrong moment;
- *   - launch configurations (emu_sched.cc) and a kernel on another device's stream.
+ *   - launch configurations (emu_sched.cc) and a kernel on another device's stream;
+ *   - device memory the host cannot touch: outside device work, a host access through a
+ *     device pointer faults, and says so (emu_memory.cc).
  * What it does not model: timing, overlapping work (held work runs one piece at a time),
  * peer access.
  *
@@ -115,11 +117,14 @@ std::mutex g_exec; /* one piece of work runs at a time (emu_sched.cc relies on i
  * the pieces it depends on. */
 std::recursive_mutex g_held_mu;
 std::map<uintptr_t, allocation> g_device, g_pinned;
-std::set<emu_stream *> g_streams;
-std::vector<emu_stream *> g_destroyed; /* kept, so a dependency on one never dangles */
-emu_stream g_legacy[16];               /* each device's legacy default stream */
-std::set<emu_event *> g_events;
-std::set<capture *> g_captures;
+/* The registries of objects the process never frees (a stream pool lives until exit) are
+ * never destroyed either: LeakSanitizer looks for what globals still reach after the static
+ * destructors have run, and a destroyed set would leave its streams unreachable. */
+std::set<emu_stream *> &g_streams = *new std::set<emu_stream *>;
+std::vector<emu_stream *> &g_destroyed = *new std::vector<emu_stream *>; /* kept: a dependency on one never dangles */
+emu_stream g_legacy[16]; /* each device's legacy default stream */
+std::set<emu_event *> &g_events = *new std::set<emu_event *>;
+std::set<capture *> &g_captures = *new std::set<capture *>;
 size_t g_used[16];
 thread_local int t_dev;
 thread_local cudaError_t t_error = cudaSuccess;
@@ -202,6 +207,7 @@ void run_now(const char *what, const std::function<void()> &work)
 {
     (void)what;
     std::lock_guard<std::mutex> l(g_exec);
+    emu::device_access open;
     work();
 }
 
@@ -240,6 +246,7 @@ void hold(emu_stream *st, const char *what, std::function<void()> work, std::vec
 cudaError_t run_held(emu_stream *st, size_t upto)
 {
     std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    emu::device_access open; /* once for all the pieces, not once per piece */
     cudaError_t first = cudaSuccess;
     while (st->ran < upto && !st->held.empty()) {
         held_work w = std::move(st->held.front());
@@ -269,6 +276,7 @@ cudaError_t run_device(int dev)
     }
     for (int d = 0; d < 16; d++)
         if (dev < 0 || d == dev) all.push_back(&g_legacy[d]);
+    emu::device_access open;
     cudaError_t first = cudaSuccess;
     for (emu_stream *x : all) {
         cudaError_t e = run_held(x, x->queued);
@@ -501,9 +509,12 @@ cudaError_t cudaMalloc(void **p, size_t n)
         return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: %zu of %zu bytes in use", n, t_dev,
                     g_used[t_dev], capacity());
     size_t bytes = n ? n : 1;
-    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!m) return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu): host out of memory", n);
-    memset(m, 0xff, bytes);
+    void *m = emu::device_pages(t_dev, bytes);
+    if (!m) return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: no room in its address range", n, t_dev);
+    {
+        emu::device_access open;
+        memset(m, 0xff, bytes);
+    }
     g_device[(uintptr_t)m] = allocation{bytes, t_dev};
     g_used[t_dev] += bytes;
     *p = m;
@@ -518,8 +529,8 @@ cudaError_t cudaFree(void *p)
     auto it = g_device.find((uintptr_t)p);
     if (it == g_device.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
     g_used[it->second.dev] -= it->second.bytes;
+    emu::free_device_pages(p, it->second.bytes);
     g_device.erase(it);
-    free(p);
     return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int)

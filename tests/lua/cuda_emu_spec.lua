@@ -1,6 +1,8 @@
 -- tests/lua/cuda_emu_spec.lua -- the backend's cuBLAS and cub paths against the CPU, run by
 -- tests/lua/cuda_emu_child.lua over the CUDA emulator (build/tests/libtocha_cuda_emu.so,
--- docs/cuda.md), which `make` builds wherever the CUDA headers are. Without it the spec is
+-- docs/cuda.md), which `make` builds wherever the CUDA headers are; and the emulator's
+-- guarded device memory (a host read through a device pointer faults, saying why, as it
+-- crashes on a GPU), with tests/lua/cuda_guard_child.lua. Without the emulator the spec is
 -- pending, saying so.
 require 'torch'
 
@@ -24,5 +26,29 @@ describe_emu('cuBLAS and cub paths of the CUDA backend over the emulator', funct
       assert.are.equal('', got.failed)
       assert.are.equal('136', got.passes) -- every check ran
       assert.are.equal('0', got.fallbacks) -- all on the device (host fallback is off, too)
+   end)
+end)
+
+describe_emu('the emulator\'s device memory', function()
+   local function run(env)
+      local emu = H.emu
+      H.emu = true
+      local got, out = H.run_child('tests/lua/cuda_guard_child.lua', env)
+      H.emu = emu
+      return got, out
+   end
+
+   it('faults, saying why, when the host reads it through a device pointer outside device work', function()
+      local got, out = run()
+      assert.are.equal('7,7,7,7', got.before, out)
+      assert.is_nil(got.done, out)
+      assert.is_truthy(out:find('device memory touched by the host outside any device work', 1, true), out)
+   end)
+
+   it('stays readable with TOCHA_CUDA_EMU_GUARD=0', function()
+      local got, out = run('TOCHA_CUDA_EMU_GUARD=0')
+      assert.are.equal('7,7,7,7', got.before, out)
+      assert.are.equal('7', got.read, out)
+      assert.are.equal('true', got.done, out)
    end)
 end)

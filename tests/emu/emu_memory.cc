@@ -1,0 +1,200 @@
+/* emu_memory.cc -- the pages behind the CUDA emulator's device memory, which the host can
+ * touch only while device work runs. emu_runtime.cc keeps the registry of allocations
+ * (what cudaMalloc handed out, checked by every call); this file keeps the pages.
+ *
+ * Why: on a GPU, host code that dereferences a device pointer crashes. The emulator's device
+ * memory is host memory, so such a read would quietly work in every emulated test and crash
+ * on the first real GPU (tocha.jit.step read each step's loss that way). So device memory
+ * lives in one reserved address range that is inaccessible (PROT_NONE) except while the
+ * emulator runs device work (kernels, copies, memsets, library calls) or fills a new
+ * allocation: a host access through a device pointer at any other moment faults at once,
+ * and the emulator's SIGSEGV handler says so on stderr before the fault takes its usual
+ * course (a core dump, or the sanitizer's report with the host's stack).
+ *
+ * Layout: device d owns [base + d * span, base + (d + 1) * span), span being twice the
+ * capacity (so fragmentation never refuses what the capacity allows), rounded up to 2 MB.
+ * Within it, first fit over a map of free ranges, 256-byte aligned (cudaMalloc's
+ * guarantee). Only the part ever used (up to a high-water mark) changes protection, and it
+ * asks for transparent huge pages, so opening and closing device memory updates a few page
+ * table entries rather than one per 4 KB page; freed pages go back to the system.
+ *
+ * TOCHA_CUDA_EMU_GUARD=0 leaves device memory accessible at all times (to look at it from
+ * gdb, say).
+ */
+#include "emu.h"
+#include "emu_internal.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+namespace {
+
+const size_t HUGE_PAGE = (size_t)2 << 20, PAGE = 4096, ALIGN = 256;
+
+struct region {
+    size_t high = 0;                /* bytes from the region's start ever handed out, rounded to HUGE_PAGE */
+    std::map<size_t, size_t> holes; /* free ranges: offset -> length */
+};
+
+std::mutex g_mu; /* everything below */
+char *g_base;    /* the reservation: device d's region starts at g_base + d * g_span */
+size_t g_span;
+int g_ndev;
+region g_regions[16];
+int g_open; /* device_access objects alive, on any thread */
+struct sigaction g_previous_segv;
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool guarded()
+{
+    static bool g = [] {
+        const char *s = getenv("TOCHA_CUDA_EMU_GUARD");
+        return !(s && s[0] == '0');
+    }();
+    return g;
+}
+bool accessible() { return !guarded() || g_open > 0; }
+
+/* Opens or closes every region's used part. Called with g_mu held. */
+void set_access_locked(bool open)
+{
+    if (!g_base) return;
+    for (int d = 0; d < g_ndev; d++)
+        if (g_regions[d].high && mprotect(g_base + d * g_span, g_regions[d].high, open ? PROT_READ | PROT_WRITE : PROT_NONE))
+            emu::note("mprotect of device %d's memory failed: %s", d, strerror(errno));
+}
+
+/* Appends s to buf (async-signal-safe: the handler below cannot call printf). */
+size_t put(char *buf, size_t at, size_t cap, const char *s)
+{
+    while (*s && at + 1 < cap) buf[at++] = *s++;
+    return at;
+}
+size_t put_hex(char *buf, size_t at, size_t cap, uintptr_t v)
+{
+    char digits[2 + 2 * sizeof v + 1];
+    int n = 0;
+    do digits[n++] = "0123456789abcdef"[v & 15];
+    while (v >>= 4);
+    at = put(buf, at, cap, "0x");
+    while (n > 0 && at + 1 < cap) buf[at++] = digits[--n];
+    return at;
+}
+
+/* Says what a fault inside device memory means, then puts the previous handler back and
+ * returns: the faulting access runs again and meets that handler (or the default action). */
+void on_segv(int, siginfo_t *si, void *)
+{
+    uintptr_t a = (uintptr_t)si->si_addr, base = (uintptr_t)g_base;
+    if (base && a >= base && a - base < g_span * (size_t)g_ndev) {
+        char msg[400];
+        size_t n = put(msg, 0, sizeof msg, "emu: SIGSEGV at ");
+        n = put_hex(msg, n, sizeof msg, a);
+        n = put(msg, n, sizeof msg,
+                g_open ? ", device memory outside every allocation: device work went past its buffers\n"
+                       : ", device memory touched by the host outside any device work: host code read or wrote "
+                         "through a device pointer, which fails on a GPU too (copy it to the host first)\n");
+        ssize_t ignored = write(2, msg, n);
+        (void)ignored;
+    }
+    sigaction(SIGSEGV, &g_previous_segv, nullptr);
+}
+
+/* Reserves the address range on the first allocation (the settings are known by then).
+ * Called with g_mu held. */
+bool reserve_locked()
+{
+    if (g_base) return true;
+    g_ndev = emu::ndevices();
+    g_span = round_up(emu::capacity() * 2, HUGE_PAGE);
+    size_t total = g_span * (size_t)g_ndev + HUGE_PAGE;
+    void *m = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        emu::note("cannot reserve %zu bytes of address space for device memory: %s", total, strerror(errno));
+        return false;
+    }
+    g_base = (char *)round_up((uintptr_t)m, HUGE_PAGE);
+    (void)madvise(g_base, g_span * (size_t)g_ndev, MADV_HUGEPAGE); /* best effort */
+    for (int d = 0; d < g_ndev; d++) g_regions[d].holes[0] = g_span;
+    if (guarded()) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &g_previous_segv);
+    }
+    return true;
+}
+
+} // namespace
+
+namespace emu {
+
+void *device_pages(int dev, size_t bytes)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (dev < 0 || !reserve_locked() || dev >= g_ndev) return nullptr;
+    size_t n = round_up(bytes ? bytes : 1, ALIGN);
+    region &r = g_regions[dev];
+    for (auto it = r.holes.begin(); it != r.holes.end(); ++it) {
+        if (it->second < n) continue;
+        size_t at = it->first, len = it->second;
+        r.holes.erase(it);
+        if (len > n) r.holes[at + n] = len - n;
+        size_t high = round_up(at + n, HUGE_PAGE);
+        char *start = g_base + dev * g_span;
+        if (high > r.high) {
+            if (accessible() && mprotect(start + r.high, high - r.high, PROT_READ | PROT_WRITE))
+                emu::note("mprotect of device %d's new memory failed: %s", dev, strerror(errno));
+            r.high = high;
+        }
+        return start + at;
+    }
+    return nullptr;
+}
+
+void free_device_pages(void *p, size_t bytes)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    size_t off = (size_t)((char *)p - g_base);
+    int dev = (int)(off / g_span);
+    region &r = g_regions[dev];
+    size_t at = off - dev * g_span, n = round_up(bytes ? bytes : 1, ALIGN);
+    auto next = r.holes.lower_bound(at);
+    if (next != r.holes.end() && at + n == next->first) { /* merge with the hole after */
+        n += next->second;
+        next = r.holes.erase(next);
+    }
+    if (next != r.holes.begin()) { /* and with the one before */
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == at) {
+            at = prev->first;
+            n += prev->second;
+            r.holes.erase(prev);
+        }
+    }
+    r.holes[at] = n;
+    size_t first = round_up(at, PAGE), last = (at + n) / PAGE * PAGE;
+    if (last > first) (void)madvise(g_base + dev * g_span + first, last - first, MADV_DONTNEED);
+}
+
+device_access::device_access()
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (g_open++ == 0 && guarded()) set_access_locked(true);
+}
+device_access::~device_access()
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    if (--g_open == 0 && guarded()) set_access_locked(false);
+}
+
+} // namespace emu
