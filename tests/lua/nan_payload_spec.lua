@@ -16,18 +16,15 @@ local F64 = {0xfffffffb00001000ULL, 0xfffffff400001000ULL, 0xfffffff700001000ULL
 
 local function is_nan(v) return type(v) == 'number' and v ~= v end
 
-local function float_tensor()
-   local t = torch.FloatTensor(#F32)
-   local u = ffi.cast('uint32_t*', t:data())
-   for i, b in ipairs(F32) do u[i - 1] = b end
+-- A new tensor of constructor `new` holding the raw bit patterns `bits` (as ctype words).
+local function tensor_of_bits(new, ctype, bits)
+   local t = new(#bits)
+   local u = ffi.cast(ctype, t:data())
+   for i, b in ipairs(bits) do u[i - 1] = b end
    return t
 end
-local function double_tensor()
-   local t = torch.DoubleTensor(#F64)
-   local u = ffi.cast('uint64_t*', t:data())
-   for i, b in ipairs(F64) do u[i - 1] = b end
-   return t
-end
+local function float_tensor() return tensor_of_bits(torch.FloatTensor, 'uint32_t*', F32) end
+local function double_tensor() return tensor_of_bits(torch.DoubleTensor, 'uint64_t*', F64) end
 
 describe('NaNs with payloads', function()
    it('read as NaN numbers from float and double tensors: t[i], t[{i, j}], storage, totable, apply', function()
