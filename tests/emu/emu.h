@@ -6,10 +6,10 @@
  *   - device code: tests/emu/emu_device.h (thread indices, __syncthreads and warp shuffles
  *     over fibers, atomics, intrinsics); `k<<<g, b, s, st>>>(...)` is rewritten by
  *     tests/emu/cu2cc.pl into emu::launch(...) (emu_launch.h);
- *   - the CUDA runtime (emu_runtime.cc): device memory is host memory, registered so
- *     that every pointer a library call receives is checked against the live allocations,
- *     and inaccessible outside device work, so a host access through a device pointer
- *     faults as on a GPU (emu_memory.cc);
+ *   - the CUDA runtime (emu_runtime.cc, emu_memory.cc): device memory is host memory,
+ *     registered so that every pointer a library call or a kernel receives is checked
+ *     against the live allocations, and inaccessible outside device work, so a host access
+ *     through a device pointer faults as on a GPU;
  *     work queued on a stream runs only when the host waits for it (a synchronize, an event,
  *     a copy to pageable memory), in stream order, after the work it depends on by events
  *     or by the legacy stream's rules, so code that misses a wait reads stale results (the

@@ -141,7 +141,7 @@ const char *cudaGetErrorName(cudaError_t e)
         EMU_NAME(cudaSuccess) EMU_NAME(cudaErrorInvalidValue) EMU_NAME(cudaErrorMemoryAllocation)
         EMU_NAME(cudaErrorInvalidConfiguration) EMU_NAME(cudaErrorInvalidDevice) EMU_NAME(cudaErrorInvalidResourceHandle)
         EMU_NAME(cudaErrorLaunchFailure) EMU_NAME(cudaErrorMisalignedAddress) EMU_NAME(cudaErrorNotReady)
-        EMU_NAME(cudaErrorIllegalState)
+        EMU_NAME(cudaErrorIllegalState) EMU_NAME(cudaErrorIllegalAddress)
         EMU_NAME(cudaErrorStreamCaptureUnsupported) EMU_NAME(cudaErrorStreamCaptureInvalidated)
         EMU_NAME(cudaErrorStreamCaptureImplicit) EMU_NAME(cudaErrorStreamCaptureUnjoined)
         EMU_NAME(cudaErrorStreamCaptureIsolation) EMU_NAME(cudaErrorStreamCaptureUnmatched)
@@ -161,6 +161,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorMisalignedAddress: return "misaligned address";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalState: return "the operation is not permitted in the current state";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";

@@ -390,6 +390,7 @@ CUresult from_runtime(cudaError_t e)
     case cudaErrorStreamCaptureInvalidated: return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     case cudaErrorLaunchFailure: return CUDA_ERROR_LAUNCH_FAILED;
     case cudaErrorMisalignedAddress: return CUDA_ERROR_MISALIGNED_ADDRESS;
+    case cudaErrorIllegalAddress: return CUDA_ERROR_ILLEGAL_ADDRESS;
     default: return CUDA_ERROR_UNKNOWN;
     }
 }
@@ -423,6 +424,7 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char **s)
     case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
     case CUDA_ERROR_LAUNCH_FAILED: *s = "unspecified launch failure"; break;
     case CUDA_ERROR_MISALIGNED_ADDRESS: *s = "misaligned address"; break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *s = "an illegal memory access was encountered"; break;
     case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: *s = "operation would make the legacy stream depend on a capturing blocking stream"; break;
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "operation failed due to a previous error during capture"; break;
     default: *s = nullptr; return CUDA_ERROR_INVALID_VALUE;

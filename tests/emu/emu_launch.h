@@ -4,6 +4,7 @@
  * The arguments are copied at the launch (as CUDA copies them into the launch) and kept
  * with the work, so a captured launch replays with the values it was captured with; the
  * lambda converts them to the kernel's parameters, deducing template arguments like nvcc.
+ * The pointers among them are checked each time the kernel runs (kernel_pointer_ok).
  */
 #ifndef TC_EMU_LAUNCH_H
 #define TC_EMU_LAUNCH_H
@@ -23,10 +24,38 @@
 namespace emu {
 
 /* Checks the configuration as cudaLaunchKernel would (an error goes where cudaGetLastError
- * finds it), then queues the grid on stream s: every block in turn, its threads as fibers
- * each calling thread_body (emu_sched.cc). */
+ * finds it), then queues the grid on stream s (emu_sched.cc). When it runs, args_ok(device)
+ * checks the arguments first (false: the launch fails with cudaErrorIllegalAddress, as the
+ * kernel would on a GPU), then every block runs in turn, its threads as fibers each calling
+ * thread_body. */
 EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                         std::function<void()> thread_body);
+                         std::function<void()> thread_body, std::function<bool(int)> args_ok);
+
+/* Whether pointer argument `index` (from 0) of kernel `name`, running on device dev, is one a
+ * GPU kernel can use: NULL, inside a live allocation of dev's memory (or at its end), or
+ * page-locked host memory (mapped for every device). Otherwise it prints why (emu_memory.cc):
+ * host memory a GPU cannot reach, device memory no allocation holds (freed before a captured
+ * launch replayed, say), another device's memory (tocha never enables peer access). */
+EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void *p);
+
+template <class T> bool kernel_arg_ok(const char *name, int dev, int index, const T &x)
+{
+    if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
+        return kernel_pointer_ok(name, dev, index, (const void *)x);
+    else
+        return true;
+}
+/* A launch's pointer arguments, in order. Pointers inside struct arguments are not seen. */
+template <class... A> bool kernel_args_ok(const char *name, int dev, const std::tuple<A...> &args)
+{
+    return std::apply(
+        [&](const A &...x) {
+            int index = 0;
+            (void)index;
+            return (kernel_arg_ok(name, dev, index++, x) && ...);
+        },
+        args);
+}
 /* The running block's dynamic shared memory (`extern __shared__ T x[]`). */
 EMU_API void *dynamic_shared();
 
@@ -41,7 +70,9 @@ template <class K> struct launcher {
     {
         auto args = std::make_shared<std::tuple<std::decay_t<A>...>>(std::forward<A>(a)...);
         K k = call;
-        launch_grid(name, grid, block, shmem, stream, [k, args] { std::apply(k, *args); });
+        const char *n = name;
+        launch_grid(name, grid, block, shmem, stream, [k, args] { std::apply(k, *args); },
+                    [n, args](int dev) { return kernel_args_ok(n, dev, *args); });
     }
 };
 
@@ -58,7 +89,8 @@ void launch_params(void (*k)(P...), const char *name, dim3 grid, dim3 block, siz
                    void **params, std::index_sequence<I...>)
 {
     auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(*(const std::decay_t<P> *)params[I]...);
-    launch_grid(name, grid, block, shmem, s, [k, args] { std::apply(k, *args); });
+    launch_grid(name, grid, block, shmem, s, [k, args] { std::apply(k, *args); },
+                [name, args](int dev) { return kernel_args_ok(name, dev, *args); });
 }
 template <class... P>
 void launch_params(void (*k)(P...), const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,

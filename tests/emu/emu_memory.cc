@@ -1,6 +1,7 @@
-/* emu_memory.cc -- the pages behind the CUDA emulator's device memory, which the host can
- * touch only while device work runs. emu_runtime.cc keeps the registry of allocations
- * (what cudaMalloc handed out, checked by every call); this file keeps the pages.
+/* emu_memory.cc -- the CUDA emulator's memory: cudaMalloc / cudaFree / cudaHostAlloc /
+ * cudaFreeHost / cudaPointerGetAttributes, the registry of live allocations that every copy,
+ * memset, library call and kernel argument is checked against, and the pages behind device
+ * memory, which the host can touch only while device work runs.
  *
  * Why: on a GPU, host code that dereferences a device pointer crashes. The emulator's device
  * memory is host memory, so such a read would quietly work in every emulated test and crash
@@ -24,6 +25,7 @@
 #include "emu.h"
 #include "emu_internal.h"
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,9 @@ struct region {
     std::map<size_t, size_t> holes; /* free ranges: offset -> length */
 };
 
-std::mutex g_mu; /* everything below */
+/* ---- the pages -------------------------------------------------------------------------- */
+
+std::mutex g_mu; /* the pages: everything below up to the registry */
 char *g_base;    /* the reservation: device d's region starts at g_base + d * g_span */
 size_t g_span;
 int g_ndev;
@@ -134,10 +138,7 @@ bool reserve_locked()
     return true;
 }
 
-} // namespace
-
-namespace emu {
-
+/* Bytes on device dev, 256-byte aligned, not filled (nullptr: no room). */
 void *device_pages(int dev, size_t bytes)
 {
     std::lock_guard<std::mutex> l(g_mu);
@@ -161,6 +162,7 @@ void *device_pages(int dev, size_t bytes)
     return nullptr;
 }
 
+/* Gives back what device_pages gave, with its size. */
 void free_device_pages(void *p, size_t bytes)
 {
     std::lock_guard<std::mutex> l(g_mu);
@@ -186,6 +188,102 @@ void free_device_pages(void *p, size_t bytes)
     if (last > first) (void)madvise(g_base + dev * g_span + first, last - first, MADV_DONTNEED);
 }
 
+/* ---- the registry of allocations ---------------------------------------------------------- */
+
+struct allocation {
+    size_t bytes;
+    int dev; /* -1: page-locked host memory */
+};
+std::mutex g_alloc_mu; /* the registries; taken before g_mu */
+std::map<uintptr_t, allocation> g_device, g_pinned;
+size_t g_used[16]; /* bytes allocated per device */
+
+/* The allocation of reg containing [p, p+n) (n == 0: p may be its end), or end(). Called
+ * with g_alloc_mu held. */
+std::map<uintptr_t, allocation>::iterator find_range(std::map<uintptr_t, allocation> &reg, const void *p, size_t n)
+{
+    auto it = reg.upper_bound((uintptr_t)p);
+    if (it == reg.begin()) return reg.end();
+    --it;
+    uintptr_t a = (uintptr_t)p;
+    if (a < it->first || a - it->first > it->second.bytes || n > it->second.bytes - (a - it->first)) return reg.end();
+    return it;
+}
+
+/* Whether p lies in the address range reserved for device memory. */
+bool in_device_range(const void *p)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    uintptr_t a = (uintptr_t)p, base = (uintptr_t)g_base;
+    return base && a >= base && a - base < g_span * (size_t)g_ndev;
+}
+
+int current_device()
+{
+    int dev = 0;
+    cudaGetDevice(&dev);
+    return dev;
+}
+
+} // namespace
+
+namespace emu {
+
+bool is_device(const void *p)
+{
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    return find_range(g_device, p, 1) != g_device.end();
+}
+bool is_pinned(const void *p, size_t n)
+{
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    return find_range(g_pinned, p, n ? n : 1) != g_pinned.end();
+}
+
+bool device_range(const void *p, size_t n, const char *what)
+{
+    if (n == 0) return true;
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    if (find_range(g_device, p, n) != g_device.end()) return true;
+    auto it = g_device.upper_bound((uintptr_t)p);
+    if (it != g_device.begin()) {
+        --it;
+        note("%s: %zu bytes at %p are not inside device memory (nearest allocation below: %zu bytes at %p, "
+             "the range starts %td bytes into it)",
+             what, n, p, it->second.bytes, (void *)it->first, (ptrdiff_t)((uintptr_t)p - it->first));
+    } else {
+        note("%s: %zu bytes at %p are not inside device memory", what, n, p);
+    }
+    return false;
+}
+
+EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void *p)
+{
+    if (!p) return true;
+    int owner;
+    {
+        std::lock_guard<std::mutex> l(g_alloc_mu);
+        auto d = find_range(g_device, p, 0);
+        if ((d != g_device.end() && d->second.dev == dev) || find_range(g_pinned, p, 0) != g_pinned.end()) return true;
+        owner = d != g_device.end() ? d->second.dev : -1;
+    }
+    if (owner >= 0)
+        note("kernel %s on device %d: argument %d (%p) is memory of device %d, which it cannot reach (tocha never "
+             "enables peer access)",
+             name, dev, index, p, owner);
+    else if (in_device_range(p))
+        note("kernel %s: argument %d (%p) is device memory that no live allocation holds (freed, or past an "
+             "allocation's end)",
+             name, index, p);
+    else
+        note("kernel %s: argument %d (%p) is host memory that is not page-locked, which a GPU kernel cannot read "
+             "(copy it to the device first)",
+             name, index, p);
+    return false;
+}
+
+/* ---- access from the host ------------------------------------------------------------------ */
+
 device_access::device_access()
 {
     std::lock_guard<std::mutex> l(g_mu);
@@ -198,3 +296,84 @@ device_access::~device_access()
 }
 
 } // namespace emu
+
+/* ---- the runtime's memory calls -------------------------------------------------------------- */
+/* The exported ones (EMU_API) are what tests/emu/test_emu_driver.cc gives its kernels. */
+
+/* Allowed while capturing (it is not captured: the memory exists at once), as PyTorch's
+ * caching allocator relies on when it grows a graph's private pool during a capture. */
+EMU_API cudaError_t cudaMalloc(void **p, size_t n)
+{
+    int dev = current_device();
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    *p = nullptr;
+    if (g_used[dev] + n > emu::capacity())
+        return emu::fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: %zu of %zu bytes in use", n, dev,
+                         g_used[dev], emu::capacity());
+    size_t bytes = n ? n : 1;
+    void *m = device_pages(dev, bytes);
+    if (!m)
+        return emu::fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: no room in its address range", n,
+                         dev);
+    {
+        emu::device_access open;
+        memset(m, 0xff, bytes); /* NaN, -1: a read of memory nobody wrote shows in the results */
+    }
+    g_device[(uintptr_t)m] = allocation{bytes, dev};
+    g_used[dev] += bytes;
+    *p = m;
+    return cudaSuccess;
+}
+EMU_API cudaError_t cudaFree(void *p)
+{
+    if (emu::capture_forbids("cudaFree")) return cudaErrorStreamCaptureUnsupported;
+    if (!p) return cudaSuccess;
+    (void)emu::finish_device_work(-1); /* it waits for the device; an error of that work stays for cudaGetLastError */
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    auto it = g_device.find((uintptr_t)p);
+    if (it == g_device.end()) return emu::fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
+    g_used[it->second.dev] -= it->second.bytes;
+    free_device_pages(p, it->second.bytes);
+    g_device.erase(it);
+    return cudaSuccess;
+}
+EMU_API cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int)
+{
+    if (emu::capture_forbids("cudaHostAlloc")) return cudaErrorStreamCaptureUnsupported;
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    size_t bytes = n ? n : 1;
+    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!m) return emu::fail(cudaErrorMemoryAllocation, "cudaHostAlloc(%zu)", n);
+    g_pinned[(uintptr_t)m] = allocation{bytes, -1};
+    *p = m;
+    return cudaSuccess;
+}
+EMU_API cudaError_t cudaFreeHost(void *p)
+{
+    if (emu::capture_forbids("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
+    if (!p) return cudaSuccess;
+    (void)emu::finish_device_work(-1);
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    auto it = g_pinned.find((uintptr_t)p);
+    if (it == g_pinned.end()) return emu::fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not page-locked memory", p);
+    g_pinned.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    memset(a, 0, sizeof *a);
+    auto d = find_range(g_device, p, 1);
+    if (d != g_device.end()) {
+        a->type = cudaMemoryTypeDevice;
+        a->device = d->second.dev;
+        a->devicePointer = (void *)p;
+    } else if (find_range(g_pinned, p, 1) != g_pinned.end()) {
+        a->type = cudaMemoryTypeHost;
+        a->hostPointer = a->devicePointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+    }
+    return cudaSuccess;
+}

@@ -2,10 +2,11 @@
  * the CUDA emulator (emu.h). Defined against the real <cuda_runtime_api.h> declarations.
  *
  * What it models, because that is where code written without a GPU goes wrong:
- *   - device memory is a registry of allocations: every copy, memset and library call
- *     checks that its device ranges lie inside live allocations, and that a copy's kind
- *     matches where its pointers are; new memory is filled with 0xff (NaN, -1), so a read
- *     of memory nobody wrote shows up in the results;
+ *   - device memory is a registry of allocations (emu_memory.cc): every copy, memset and
+ *     library call checks that its device ranges lie inside live allocations, and that a
+ *     copy's kind matches where its pointers are; a kernel's pointer arguments must be its
+ *     device's memory or page-locked host memory; new memory is filled with 0xff (NaN, -1),
+ *     so a read of memory nobody wrote shows up in the results;
  *   - stream capture: work queued on a capturing stream is recorded, not run, and runs at
  *     each cudaGraphLaunch; a stream joins a capture by waiting on an event recorded in it;
  *     calls CUDA forbids while a thread captures (cudaFree, synchronous copies, synchronize,
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <time.h>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -106,17 +106,11 @@ struct emu_graph {
     std::vector<work_item> work;
 };
 
-struct allocation {
-    size_t bytes;
-    int dev;
-};
-
 std::mutex g_mu;   /* the registries below */
 std::mutex g_exec; /* one piece of work runs at a time (emu_sched.cc relies on it) */
 /* The held work of every stream, taken before g_mu; recursive: running a piece first runs
  * the pieces it depends on. */
 std::recursive_mutex g_held_mu;
-std::map<uintptr_t, allocation> g_device, g_pinned;
 /* The registries of objects the process never frees (a stream pool lives until exit) are
  * never destroyed either: LeakSanitizer looks for what globals still reach after the static
  * destructors have run, and a destroyed set would leave its streams unreachable. */
@@ -125,7 +119,6 @@ std::vector<emu_stream *> &g_destroyed = *new std::vector<emu_stream *>; /* kept
 emu_stream g_legacy[16]; /* each device's legacy default stream */
 std::set<emu_event *> &g_events = *new std::set<emu_event *>;
 std::set<capture *> &g_captures = *new std::set<capture *>;
-size_t g_used[16];
 thread_local int t_dev;
 thread_local cudaError_t t_error = cudaSuccess;
 
@@ -133,6 +126,7 @@ using emu::capacity;
 using emu::compute_capability;
 using emu::deferred;
 using emu::driver_version;
+using emu::fail;
 using emu::ndevices;
 
 double now_ms()
@@ -141,32 +135,6 @@ double now_ms()
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
-
-cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-cudaError_t fail(cudaError_t e, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    emu::note("%s", msg);
-    t_error = e;
-    return e;
-}
-
-/* The allocation of reg containing [p, p+n), or end(). Called with g_mu held. */
-std::map<uintptr_t, allocation>::iterator find_range(std::map<uintptr_t, allocation> &reg, const void *p, size_t n)
-{
-    auto it = reg.upper_bound((uintptr_t)p);
-    if (it == reg.begin()) return reg.end();
-    --it;
-    uintptr_t a = (uintptr_t)p;
-    if (a < it->first || a - it->first > it->second.bytes || n > it->second.bytes - (a - it->first)) return reg.end();
-    return it;
-}
-bool is_device(const void *p) { return find_range(g_device, p, 1) != g_device.end(); }
-bool is_pinned(const void *p, size_t n) { return find_range(g_pinned, p, n ? n : 1) != g_pinned.end(); }
 
 /* Called with g_mu held: whether this thread may not make a call that can wait for the
  * device, per CUDA's capture modes; if so the captures concerned are invalidated. */
@@ -246,6 +214,7 @@ void hold(emu_stream *st, const char *what, std::function<void()> work, std::vec
 cudaError_t run_held(emu_stream *st, size_t upto)
 {
     std::lock_guard<std::recursive_mutex> h(g_held_mu);
+    if (st->ran >= upto || st->held.empty()) return cudaSuccess; /* a poll with nothing to run opens nothing */
     emu::device_access open; /* once for all the pieces, not once per piece */
     cudaError_t first = cudaSuccess;
     while (st->ran < upto && !st->held.empty()) {
@@ -276,6 +245,9 @@ cudaError_t run_device(int dev)
     }
     for (int d = 0; d < 16; d++)
         if (dev < 0 || d == dev) all.push_back(&g_legacy[d]);
+    bool pending = false;
+    for (emu_stream *x : all) pending = pending || !x->held.empty();
+    if (!pending) return cudaSuccess;
     emu::device_access open;
     cudaError_t first = cudaSuccess;
     for (emu_stream *x : all) {
@@ -298,16 +270,11 @@ cudaError_t copy_checked(void *dst, const void *src, size_t n, cudaMemcpyKind ki
     const char *what = sync ? "cudaMemcpy" : "cudaMemcpyAsync";
     if (sync && forbidden(what)) return cudaErrorStreamCaptureUnsupported;
     if (n == 0) return cudaSuccess;
-    bool ddst, dsrc, pinned_host;
-    {
-        std::lock_guard<std::mutex> l(g_mu);
-        ddst = is_device(dst);
-        dsrc = is_device(src);
-        if (kind == cudaMemcpyDefault) kind = ddst ? (dsrc ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                                   : (dsrc ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-        pinned_host = kind == cudaMemcpyHostToDevice ? is_pinned(src, n)
-                      : kind == cudaMemcpyDeviceToHost ? is_pinned(dst, n) : true;
-    }
+    bool ddst = emu::is_device(dst), dsrc = emu::is_device(src);
+    if (kind == cudaMemcpyDefault) kind = ddst ? (dsrc ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                               : (dsrc ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    bool pinned_host = kind == cudaMemcpyHostToDevice ? emu::is_pinned(src, n)
+                       : kind == cudaMemcpyDeviceToHost ? emu::is_pinned(dst, n) : true;
     bool want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (want_dst && !emu::device_range(dst, n, what)) return t_error = cudaErrorInvalidValue;
@@ -362,6 +329,21 @@ void note(const char *fmt, ...)
 
 void set_error(cudaError_t e) { t_error = e; }
 
+cudaError_t fail(cudaError_t e, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    note("%s", msg);
+    t_error = e;
+    return e;
+}
+
+bool capture_forbids(const char *what) { return forbidden(what); }
+cudaError_t finish_device_work(int dev) { return run_device(dev); }
+
 cudaError_t error_of(const std::function<void()> &f)
 {
     cudaError_t before = t_error;
@@ -380,23 +362,6 @@ cudaError_t take_error_of(const std::function<void()> &f)
     cudaError_t e = t_error;
     t_error = before;
     return e;
-}
-
-bool device_range(const void *p, size_t n, const char *what)
-{
-    if (n == 0) return true;
-    std::lock_guard<std::mutex> l(g_mu);
-    if (find_range(g_device, p, n) != g_device.end()) return true;
-    auto it = g_device.upper_bound((uintptr_t)p);
-    if (it != g_device.begin()) {
-        --it;
-        note("%s: %zu bytes at %p are not inside device memory (nearest allocation below: %zu bytes at %p, "
-             "the range starts %td bytes into it)",
-             what, n, p, it->second.bytes, (void *)it->first, (ptrdiff_t)((uintptr_t)p - it->first));
-    } else {
-        note("%s: %zu bytes at %p are not inside device memory", what, n, p);
-    }
-    return false;
 }
 
 void enqueue(cudaStream_t s, const char *what, std::function<void()> work)
@@ -440,7 +405,7 @@ void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work
 
 /* ---- devices ------------------------------------------------------------------------------- */
 
-cudaError_t cudaSetDevice(int dev)
+EMU_API cudaError_t cudaSetDevice(int dev) /* exported for tests/emu/test_emu_driver.cc */
 {
     if (dev < 0 || dev >= ndevices()) return fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): %d device(s)", dev, ndevices());
     t_dev = dev;
@@ -497,82 +462,8 @@ cudaError_t cudaGetLastError(void)
 }
 cudaError_t cudaPeekAtLastError(void) { return t_error; }
 
-/* ---- memory ---------------------------------------------------------------------------------- */
+/* ---- copies and memsets (allocations: emu_memory.cc) ------------------------------------------ */
 
-/* Allowed while capturing (it is not captured: the memory exists at once), as PyTorch's
- * caching allocator relies on when it grows a graph's private pool during a capture. */
-cudaError_t cudaMalloc(void **p, size_t n)
-{
-    std::lock_guard<std::mutex> l(g_mu);
-    *p = nullptr;
-    if (g_used[t_dev] + n > capacity())
-        return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: %zu of %zu bytes in use", n, t_dev,
-                    g_used[t_dev], capacity());
-    size_t bytes = n ? n : 1;
-    void *m = emu::device_pages(t_dev, bytes);
-    if (!m) return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu) on device %d: no room in its address range", n, t_dev);
-    {
-        emu::device_access open;
-        memset(m, 0xff, bytes);
-    }
-    g_device[(uintptr_t)m] = allocation{bytes, t_dev};
-    g_used[t_dev] += bytes;
-    *p = m;
-    return cudaSuccess;
-}
-cudaError_t cudaFree(void *p)
-{
-    if (forbidden("cudaFree")) return cudaErrorStreamCaptureUnsupported;
-    if (!p) return cudaSuccess;
-    (void)run_device(-1); /* it waits for the device; an error of that work stays for cudaGetLastError */
-    std::lock_guard<std::mutex> l(g_mu);
-    auto it = g_device.find((uintptr_t)p);
-    if (it == g_device.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
-    g_used[it->second.dev] -= it->second.bytes;
-    emu::free_device_pages(p, it->second.bytes);
-    g_device.erase(it);
-    return cudaSuccess;
-}
-cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int)
-{
-    std::lock_guard<std::mutex> l(g_mu);
-    if (forbidden_locked("cudaHostAlloc")) return cudaErrorStreamCaptureUnsupported;
-    size_t bytes = n ? n : 1;
-    void *m = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!m) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc(%zu)", n);
-    g_pinned[(uintptr_t)m] = allocation{bytes, -1};
-    *p = m;
-    return cudaSuccess;
-}
-cudaError_t cudaFreeHost(void *p)
-{
-    if (forbidden("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
-    if (!p) return cudaSuccess;
-    (void)run_device(-1);
-    std::lock_guard<std::mutex> l(g_mu);
-    auto it = g_pinned.find((uintptr_t)p);
-    if (it == g_pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost(%p): not page-locked memory", p);
-    g_pinned.erase(it);
-    free(p);
-    return cudaSuccess;
-}
-cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
-{
-    std::lock_guard<std::mutex> l(g_mu);
-    memset(a, 0, sizeof *a);
-    auto d = find_range(g_device, p, 1);
-    if (d != g_device.end()) {
-        a->type = cudaMemoryTypeDevice;
-        a->device = d->second.dev;
-        a->devicePointer = (void *)p;
-    } else if (is_pinned(p, 1)) {
-        a->type = cudaMemoryTypeHost;
-        a->hostPointer = a->devicePointer = (void *)p;
-    } else {
-        a->type = cudaMemoryTypeUnregistered;
-    }
-    return cudaSuccess;
-}
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s)
 {
     return copy_checked(dst, src, n, kind, s, false);

@@ -8,6 +8,8 @@
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
  * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
  * access (emu::check_aligned) fails the launch after its block, as cudaErrorMisalignedAddress.
+ * A pointer argument the device cannot use (emu_launch.h, kernel_pointer_ok) fails it before
+ * any block runs, as cudaErrorIllegalAddress.
  *
  * One grid runs at a time in the process (g_exec in emu_runtime.cc serialises all work),
  * which is what makes `__shared__` as `static`, the global thread indices and plain-update
@@ -191,9 +193,14 @@ bool run_block(const char *name)
 /* The running grid's first misaligned access (emu::check_aligned), empty if none. */
 std::string g_fault;
 
-/* Runs the whole grid (called with g_exec held). */
-void run_grid(const char *name, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body)
+/* Runs the whole grid on device dev (called with g_exec held), once its arguments pass. */
+void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body,
+              const std::function<bool(int)> &args_ok)
 {
+    if (!args_ok(dev)) {
+        emu::set_error(cudaErrorIllegalAddress);
+        return;
+    }
     if (!stacks_ready()) {
         emu::note("kernel %s: cannot map fiber stacks", name);
         emu::set_error(cudaErrorMemoryAllocation);
@@ -259,7 +266,8 @@ EMU_API void check_aligned(const void *p, size_t bytes)
 static std::mutex g_count_mu;
 static std::map<std::string, long long> g_launches;
 
-EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body)
+EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body,
+                         std::function<bool(int)> args_ok)
 {
     {
         std::lock_guard<std::mutex> l(g_count_mu);
@@ -278,7 +286,11 @@ EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, 
         set_error(cudaErrorInvalidValue);
         return;
     }
-    enqueue_kernel(s, name, [name, grid, block, shmem, body] { run_grid(name, grid, block, shmem, body); });
+    int dev = 0;
+    cudaGetDevice(&dev); /* the stream's: enqueue_kernel refuses another device's */
+    enqueue_kernel(s, name, [name, dev, grid, block, shmem, body, args_ok] {
+        run_grid(name, dev, grid, block, shmem, body, args_ok);
+    });
 }
 
 } // namespace emu

@@ -10,12 +10,15 @@
  * scalar parameters copied at the launch, __shared__ and __syncthreads across a block, a
  * grid-stride loop, the f16 conversions rewritten from inline PTX at known bit patterns
  * (subnormal, infinities, NaN, a tie to even, overflow); a kernel whose threads deadlock, or
- * that makes a misaligned access, fails at that wait. Kernels get host memory: the emulator's
- * kernels read any pointer, and this program cannot reach its cudaMalloc (hidden).
+ * that makes a misaligned access, fails at that wait. Kernels get page-locked host memory
+ * (cudaHostAlloc, which a GPU kernel reaches too); one given pageable host memory, freed
+ * device memory or another device's memory fails at the wait as cudaErrorIllegalAddress
+ * (the two emulated devices are asked for before the library loads).
  * Prints "N passed, N failed" (tests/run.sh reads it).
  */
 #include "../cuda_host/host_check.h"
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <libgen.h>
 #include <math.h>
@@ -55,6 +58,11 @@ FN(cuModuleLoadDataEx);
 FN(cuModuleGetFunction);
 FN(cuLaunchKernel);
 FN(cuGetErrorString);
+FN(cudaMalloc);
+FN(cudaFree);
+FN(cudaHostAlloc);
+FN(cudaFreeHost);
+FN(cudaSetDevice);
 #define LOAD(name) p_##name = sym<decltype(&name)>(#name)
 
 static const char *kOpts[] = {"--gpu-architecture=compute_90", "--fmad=false", "--std=c++17"};
@@ -178,6 +186,86 @@ static float half_to_float(unsigned short h) /* independent of cuda_fp16.h */
     return (h & 0x8000) ? -v : v;
 }
 
+/* n elements of page-locked host memory, which kernels may use (kept until the process ends). */
+template <class T> static T *pinned(size_t n)
+{
+    void *p = nullptr;
+    if (p_cudaHostAlloc(&p, n * sizeof(T), 0) != cudaSuccess || !p) printf("cudaHostAlloc failed\n"), exit(2);
+    memset(p, 0, n * sizeof(T));
+    return (T *)p;
+}
+
+/* What the emulator's notes said while f ran (TOCHA_CUDA_EMU_LOG is read at each note). */
+template <class F> static std::string notes_of(F f)
+{
+    char path[] = "/tmp/tocha_emu_notes_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return "(no temporary file)";
+    close(fd);
+    std::string before = getenv("TOCHA_CUDA_EMU_LOG");
+    setenv("TOCHA_CUDA_EMU_LOG", path, 1);
+    f();
+    setenv("TOCHA_CUDA_EMU_LOG", before.c_str(), 1);
+    std::string text;
+    if (FILE *in = fopen(path, "r")) {
+        char buf[512];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, in)) > 0) text.append(buf, k);
+        fclose(in);
+    }
+    unlink(path);
+    return text;
+}
+
+/* A kernel's pointer arguments are checked when it runs: pageable host memory, freed device
+ * memory and the other device's memory fail it at the wait, before it writes anything. */
+static void check_kernel_pointers(CUfunction scale_rev, const float *x)
+{
+    float *dev0 = nullptr, *dev1 = nullptr, *freed = nullptr;
+    std::vector<float> pageable(192, 7.0f);
+    EXPECT(p_cudaMalloc((void **)&dev0, 192 * sizeof(float)) == cudaSuccess, "cudaMalloc on device 0");
+    EXPECT(p_cudaMalloc((void **)&freed, 192 * sizeof(float)) == cudaSuccess && p_cudaFree(freed) == cudaSuccess,
+           "a freed allocation");
+    EXPECT(p_cudaSetDevice(1) == cudaSuccess && p_cudaMalloc((void **)&dev1, 192 * sizeof(float)) == cudaSuccess &&
+               p_cudaSetDevice(0) == cudaSuccess,
+           "cudaMalloc on device 1");
+    struct {
+        const char *what;
+        float *y;
+        int n;
+        CUresult want;
+        const char *note;
+    } cases[] = {
+        {"device 0's memory", dev0, 150, CUDA_SUCCESS, ""},
+        {"the end of device 0's allocation", dev0 + 192, 0, CUDA_SUCCESS, ""},
+        {"NULL", nullptr, 0, CUDA_SUCCESS, ""},
+        {"pageable host memory", pageable.data(), 150, CUDA_ERROR_ILLEGAL_ADDRESS,
+         "is host memory that is not page-locked"},
+        {"freed device memory", freed + 16, 150, CUDA_ERROR_ILLEGAL_ADDRESS, "device memory that no live allocation holds"},
+        {"device 1's memory", dev1, 150, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
+    };
+    for (const auto &c : cases) {
+        const float *xp = x;
+        float *yp = c.y;
+        int n = c.n;
+        float a = 2.0f;
+        void *params[4] = {&xp, &yp, &n, &a};
+        CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
+        std::string said = notes_of([&] {
+            launched = p_cuLaunchKernel(scale_rev, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
+            waited = p_cuCtxSynchronize();
+        });
+        EXPECT(launched == CUDA_SUCCESS && waited == c.want, "%s: launch %d, wait %d, want %d", c.what, (int)launched,
+               (int)waited, (int)c.want);
+        EXPECT(said.find(c.note) != std::string::npos && (*c.note != 0) == !said.empty(), "%s: the note: %s", c.what,
+               said.c_str());
+        EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "%s: reported once", c.what);
+    }
+    EXPECT(pageable[0] == 7.0f && pageable[149] == 7.0f, "the refused kernel wrote nothing");
+    p_cudaFree(dev0);
+    p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
+}
+
 static void check_launches(const std::string &image)
 {
     CUmodule m = nullptr;
@@ -201,12 +289,12 @@ static void check_launches(const std::string &image)
 
     /* scale_rev over 150 elements: three blocks of 64, the last partly out of range */
     const int n = 150;
-    std::vector<float> x(192), y(192, 7.0f);
-    for (int i = 0; i < n; i++) x[i] = (float)i - 20.0f;
+    float *x = pinned<float>(192), *y = pinned<float>(192);
+    for (int i = 0; i < 192; i++) x[i] = (float)i - 20.0f, y[i] = 7.0f;
     int nn = n;
     float a = 2.5f;
-    const float *xp = x.data();
-    float *yp = y.data();
+    const float *xp = x;
+    float *yp = y;
     void *params[4] = {&xp, &yp, &nn, &a};
     EXPECT(p_cuLaunchKernel(f, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS, "launch");
     a = -1.0f; /* the launch took its parameters' values */
@@ -219,6 +307,7 @@ static void check_launches(const std::string &image)
         bad += y[i] != want;
     }
     EXPECT(bad == 0 && y[150] == 7.0f, "scale_rev: %d wrong", bad);
+    check_kernel_pointers(f, x);
     EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_INVALID_VALUE,
            "past __launch_bounds__(64)");
     void *extra[1] = {nullptr};
@@ -235,11 +324,12 @@ static void check_launches(const std::string &image)
     /* 0x3555 * 3 = 1 - 2^-12, halfway between 0x3BFF and 0x3C00: even wins; 65504 * 3 overflows */
     static const unsigned short tripled[] = {0x4200, 0x0003, 0x7C00, 0xFC00, 0x7E00, 0x3C00, 0x7C00, 0x8000, 0xC600, 0x0A00};
     const int nh = (int)(sizeof h / sizeof h[0]);
-    std::vector<float> fo(nh);
-    std::vector<unsigned short> to(nh);
-    const unsigned short *hp = h;
-    float *fp = fo.data();
-    unsigned short *tp = to.data();
+    float *fo = pinned<float>(nh);
+    unsigned short *to = pinned<unsigned short>(nh), *hin = pinned<unsigned short>(nh);
+    memcpy(hin, h, sizeof h);
+    const unsigned short *hp = hin;
+    float *fp = fo;
+    unsigned short *tp = to;
     int nhv = nh;
     void *hparams[4] = {&hp, &fp, &tp, &nhv};
     EXPECT(p_cuModuleGetFunction(&f, m, "halves") == CUDA_SUCCESS, "halves");
@@ -254,8 +344,7 @@ static void check_launches(const std::string &image)
     }
 
     /* half a warp waits at a block barrier, the other half at a shuffle: neither can go on */
-    std::vector<int> z(32, 0);
-    int *zp = z.data();
+    int *zp = pinned<int>(32);
     void *zparams[1] = {&zp};
     EXPECT(p_cuModuleGetFunction(&f, m, "deadlock") == CUDA_SUCCESS, "deadlock");
     EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, zparams, nullptr) == CUDA_SUCCESS, "deadlock queued");
@@ -263,8 +352,7 @@ static void check_launches(const std::string &image)
     EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "reported once");
 
     /* a 16-byte access 16 bytes into an aligned buffer is fine, 4 bytes in is not */
-    alignas(16) static char buf[64];
-    const char *bp = buf;
+    const char *bp = pinned<char>(64); /* 256-byte aligned */
     for (int offset : {16, 4}) {
         void *mparams[2] = {&bp, &offset};
         EXPECT(p_cuModuleGetFunction(&f, m, "misaligned") == CUDA_SUCCESS, "misaligned");
@@ -281,6 +369,7 @@ int main(int, char **argv)
     self[k > 0 ? k : 0] = '\0';
     std::string lib = std::string(k > 0 ? dirname(self) : dirname(argv[0])) + "/libtocha_cuda_emu.so";
     setenv("TOCHA_CUDA_EMU_LOG", "/dev/null", 0); /* the expected failures' notes */
+    setenv("TOCHA_CUDA_EMU_DEVICES", "2", 1);      /* a kernel given the other device's memory */
     g_lib = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!g_lib) {
         printf("cannot load %s: %s\n0 passed, 1 failed\n", lib.c_str(), dlerror());
@@ -290,7 +379,8 @@ int main(int, char **argv)
     LOAD(nvrtcGetProgramLog), LOAD(nvrtcGetPTXSize), LOAD(nvrtcGetPTX), LOAD(nvrtcDestroyProgram);
     LOAD(cuInit), LOAD(cuDeviceGet), LOAD(cuDeviceGetAttribute), LOAD(cuDevicePrimaryCtxRetain);
     LOAD(cuCtxSetCurrent), LOAD(cuCtxSynchronize), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
-    LOAD(cuGetErrorString);
+    LOAD(cuGetErrorString), LOAD(cudaMalloc), LOAD(cudaFree), LOAD(cudaHostAlloc), LOAD(cudaFreeHost);
+    LOAD(cudaSetDevice);
     check_init_and_devices();
     std::string image;
     check_nvrtc(&image);
