@@ -186,12 +186,14 @@ static float half_to_float(unsigned short h) /* independent of cuda_fp16.h */
     return (h & 0x8000) ? -v : v;
 }
 
-/* n elements of page-locked host memory, which kernels may use (kept until the process ends). */
+/* n elements of page-locked host memory, which kernels may use; main frees them all. */
+static std::vector<void *> g_pinned;
 template <class T> static T *pinned(size_t n)
 {
     void *p = nullptr;
     if (p_cudaHostAlloc(&p, n * sizeof(T), 0) != cudaSuccess || !p) printf("cudaHostAlloc failed\n"), exit(2);
     memset(p, 0, n * sizeof(T));
+    g_pinned.push_back(p);
     return (T *)p;
 }
 
@@ -385,6 +387,7 @@ int main(int, char **argv)
     std::string image;
     check_nvrtc(&image);
     if (!image.empty()) check_launches(image);
+    for (void *p : g_pinned) EXPECT(p_cudaFreeHost(p) == cudaSuccess, "cudaFreeHost");
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
