@@ -1,7 +1,7 @@
 /* emu_devices.cc -- the CUDA emulator's settings (its environment variables) and the runtime
  * calls that only describe the emulated devices: their count, properties and attributes,
  * the runtime and driver versions, and the names and strings of errors (emu.h). Split from
- * emu_runtime.cc, which keeps the state: memory, streams, events, capture.
+ * emu_runtime.cc, which keeps the state: streams, events, capture (memory: emu_memory.cc).
  */
 #include "emu.h"
 #include "emu_internal.h"
