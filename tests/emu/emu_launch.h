@@ -4,7 +4,8 @@
  * The arguments are copied at the launch (as CUDA copies them into the launch) and kept
  * with the work, so a captured launch replays with the values it was captured with; the
  * lambda converts them to the kernel's parameters, deducing template arguments like nvcc.
- * The pointers among them are checked each time the kernel runs (kernel_pointer_ok).
+ * The pointers among them, and the device pointers inside struct arguments, are checked each
+ * time the kernel runs (kernel_pointer_ok, kernel_struct_ok).
  */
 #ifndef TC_EMU_LAUNCH_H
 #define TC_EMU_LAUNCH_H
@@ -37,15 +38,21 @@ EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, 
  * host memory a GPU cannot reach, device memory no allocation holds (freed before a captured
  * launch replayed, say), another device's memory (tocha never enables peer access). */
 EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void *p);
+/* The same for the pointers inside a struct argument (a view, a list of inputs, ...): every
+ * aligned 8-byte word of its bytes that lies in device memory's address range must be one the
+ * kernel may use. Host pointers inside structs are not seen (they cannot be told from data). */
+EMU_API bool kernel_struct_ok(const char *name, int dev, int index, const void *s, size_t bytes);
 
 template <class T> bool kernel_arg_ok(const char *name, int dev, int index, const T &x)
 {
     if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
         return kernel_pointer_ok(name, dev, index, (const void *)x);
+    else if constexpr (std::is_class_v<T> && alignof(T) >= alignof(void *))
+        return kernel_struct_ok(name, dev, index, &x, sizeof x);
     else
-        return true;
+        return true; /* numbers, and structs that cannot hold an aligned pointer */
 }
-/* A launch's pointer arguments, in order. Pointers inside struct arguments are not seen. */
+/* A launch's pointer arguments, and the device pointers inside its struct arguments, in order. */
 template <class... A> bool kernel_args_ok(const char *name, int dev, const std::tuple<A...> &args)
 {
     return std::apply(

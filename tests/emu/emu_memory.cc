@@ -257,7 +257,9 @@ bool device_range(const void *p, size_t n, const char *what)
     return false;
 }
 
-EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void *p)
+/* Whether a kernel named name, running on device dev, may use p; `which` says where p came from
+ * ("argument 2", "argument 1's member at byte 16") for the note that says why not. */
+static bool kernel_may_use(const char *name, int dev, const char *which, const void *p)
 {
     if (!p) return true;
     int owner;
@@ -268,18 +270,42 @@ EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void 
         owner = d != g_device.end() ? d->second.dev : -1;
     }
     if (owner >= 0)
-        note("kernel %s on device %d: argument %d (%p) is memory of device %d, which it cannot reach (tocha never "
+        note("kernel %s on device %d: %s (%p) is memory of device %d, which it cannot reach (tocha never "
              "enables peer access)",
-             name, dev, index, p, owner);
+             name, dev, which, p, owner);
     else if (in_device_range(p))
-        note("kernel %s: argument %d (%p) is device memory that no live allocation holds (freed, or past an "
+        note("kernel %s: %s (%p) is device memory that no live allocation holds (freed, or past an "
              "allocation's end)",
-             name, index, p);
+             name, which, p);
     else
-        note("kernel %s: argument %d (%p) is host memory that is not page-locked, which a GPU kernel cannot read "
+        note("kernel %s: %s (%p) is host memory that is not page-locked, which a GPU kernel cannot read "
              "(copy it to the device first)",
-             name, index, p);
+             name, which, p);
     return false;
+}
+
+EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void *p)
+{
+    char which[32];
+    snprintf(which, sizeof which, "argument %d", index);
+    return kernel_may_use(name, dev, which, p);
+}
+
+/* A struct's members are not listed anywhere C++17 can see, so each aligned 8-byte word is
+ * read as a candidate pointer. Only words inside the range reserved for device memory are
+ * judged: a host pointer in a struct cannot be told from a number, and no index, stride, or
+ * pair of floats a kernel is given falls in that range (it lies far above any such value). */
+EMU_API bool kernel_struct_ok(const char *name, int dev, int index, const void *s, size_t bytes)
+{
+    for (size_t at = 0; at + sizeof(uintptr_t) <= bytes; at += sizeof(uintptr_t)) {
+        uintptr_t word;
+        memcpy(&word, (const char *)s + at, sizeof word);
+        if (!in_device_range((const void *)word)) continue;
+        char which[64];
+        snprintf(which, sizeof which, "argument %d's member at byte %zu", index, at);
+        if (!kernel_may_use(name, dev, which, (const void *)word)) return false;
+    }
+    return true;
 }
 
 /* ---- access from the host ------------------------------------------------------------------ */

@@ -8,8 +8,9 @@
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
  * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
  * access (emu::check_aligned) fails the launch after its block, as cudaErrorMisalignedAddress.
- * A pointer argument the device cannot use (emu_launch.h, kernel_pointer_ok) fails it before
- * any block runs, as cudaErrorIllegalAddress.
+ * A pointer argument the device cannot use, or such a device pointer inside a struct argument
+ * (emu_launch.h, kernel_pointer_ok / kernel_struct_ok), fails it before any block runs, as
+ * cudaErrorIllegalAddress.
  *
  * One grid runs at a time in the process (g_exec in emu_runtime.cc serialises all work),
  * which is what makes `__shared__` as `static`, the global thread indices and plain-update

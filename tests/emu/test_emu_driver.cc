@@ -119,6 +119,11 @@ static const char kGood[] =
     "extern \"C\" __global__ void misaligned(const char *p, int offset)\n"
     "{\n"
     "    emu::check_aligned(p + offset, 16); /* what mma.h's copy16 does before its memcpy */\n"
+    "}\n"
+    "struct tail_view { long long n; float *p; }; /* a pointer inside a struct argument, at byte 8 */\n"
+    "extern \"C\" __global__ void fill_view(tail_view v, float a)\n"
+    "{\n"
+    "    if ((long long)threadIdx.x < v.n) v.p[threadIdx.x] = a;\n"
     "}\n";
 
 static void check_init_and_devices()
@@ -268,6 +273,54 @@ static void check_kernel_pointers(CUfunction scale_rev, const float *x)
     p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
 }
 
+/* The device pointers inside a struct argument are judged as pointer arguments are (the
+ * emulator reads each aligned word that lies in device memory's address range). */
+static void check_struct_pointers(CUmodule m)
+{
+    struct tail_view {
+        long long n;
+        float *p;
+    };
+    CUfunction fill = nullptr;
+    EXPECT(p_cuModuleGetFunction(&fill, m, "fill_view") == CUDA_SUCCESS && fill, "fill_view");
+    float *dev0 = nullptr, *dev1 = nullptr, *freed = nullptr;
+    EXPECT(p_cudaMalloc((void **)&dev0, 64 * sizeof(float)) == cudaSuccess, "cudaMalloc on device 0");
+    EXPECT(p_cudaMalloc((void **)&freed, 64 * sizeof(float)) == cudaSuccess && p_cudaFree(freed) == cudaSuccess,
+           "a freed allocation");
+    EXPECT(p_cudaSetDevice(1) == cudaSuccess && p_cudaMalloc((void **)&dev1, 64 * sizeof(float)) == cudaSuccess &&
+               p_cudaSetDevice(0) == cudaSuccess,
+           "cudaMalloc on device 1");
+    struct {
+        const char *what;
+        tail_view v;
+        CUresult want;
+        const char *note;
+    } cases[] = {
+        {"a struct holding device 0's memory", {64, dev0}, CUDA_SUCCESS, ""},
+        {"a struct holding NULL", {0, nullptr}, CUDA_SUCCESS, ""},
+        /* 16 floats in: the freed block's start may be the end of dev0's, which a kernel may get */
+        {"a struct holding freed device memory", {64, freed + 16}, CUDA_ERROR_ILLEGAL_ADDRESS,
+         "argument 0's member at byte 8 (0x"},
+        {"a struct holding device 1's memory", {64, dev1}, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
+    };
+    for (const auto &c : cases) {
+        tail_view v = c.v;
+        float a = 3.0f;
+        void *params[2] = {&v, &a};
+        CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
+        std::string said = notes_of([&] {
+            launched = p_cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
+            waited = p_cuCtxSynchronize();
+        });
+        EXPECT(launched == CUDA_SUCCESS && waited == c.want, "%s: launch %d, wait %d, want %d", c.what, (int)launched,
+               (int)waited, (int)c.want);
+        EXPECT(said.find(c.note) != std::string::npos && (*c.note != 0) == !said.empty(), "%s: the note: %s", c.what,
+               said.c_str());
+    }
+    p_cudaFree(dev0);
+    p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
+}
+
 static void check_launches(const std::string &image)
 {
     CUmodule m = nullptr;
@@ -310,6 +363,7 @@ static void check_launches(const std::string &image)
     }
     EXPECT(bad == 0 && y[150] == 7.0f, "scale_rev: %d wrong", bad);
     check_kernel_pointers(f, x);
+    check_struct_pointers(m);
     EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_INVALID_VALUE,
            "past __launch_bounds__(64)");
     void *extra[1] = {nullptr};
