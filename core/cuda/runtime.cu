@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors -------------------------------------------------------------------------- */
@@ -221,9 +222,19 @@ static ca_allocator g_alloc;
 static pthread_once_t g_alloc_once = PTHREAD_ONCE_INIT;
 static tc_status g_alloc_status = TC_ERR_DEVICE;
 
+/* TOCHA_CUDA_FILL_UNINITIALIZED=1 (a debugging aid, off by default; PyTorch's
+ * torch.utils.deterministic.fill_uninitialized_memory does the same for new tensors): every
+ * block the allocator hands out, tensors and kernels' scratch alike, is first filled with
+ * 0xff bytes on the allocating stream, so a kernel that reads memory nobody wrote since the
+ * allocation sees NaN (floating types) or -1 (integers), not the last owner's values, which
+ * after a block's reuse are often the very values it should have computed. */
+static int g_fill_uninitialized;
+
 static void alloc_init(void)
 {
     static const ca_device_ops ops = {NULL, raw_alloc, raw_free};
+    const char *fill = getenv("TOCHA_CUDA_FILL_UNINITIALIZED");
+    g_fill_uninitialized = fill && fill[0] == '1';
     g_alloc_status = ca_init(&g_alloc, &ops, CA_MAX_DEVICES);
 }
 
@@ -253,7 +264,15 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
     if (!s) s = allocator();
     if (s) return s;
     s = ca_alloc(&g_alloc, dev, cu_alloc_key(dev), nbytes, ptr);
-    return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
+    if (s) return cu_fail(s, "%s", ca_last_error());
+    if (g_fill_uninitialized) {
+        s = cu_check(cudaMemsetAsync(*ptr, 0xff, nbytes, cu_stream()), "cuda: alloc: TOCHA_CUDA_FILL_UNINITIALIZED");
+        if (s) {
+            (void)ca_free(&g_alloc, dev, *ptr);
+            *ptr = NULL;
+        }
+    }
+    return s;
 }
 
 static tc_status mem_release(int dev, void *ptr)

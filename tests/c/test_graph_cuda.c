@@ -302,9 +302,9 @@ TEST(cuda_dev_graph_fold_writeback_and_checked_sizes)
     tc_graph_free(g);
 
     /* masked_select: the trace's count is baked in; another count is an error */
-    tc_tensor *zero = NULL;
-    CHECK_OK(tc_tensor_new_on(DEV, TC_F64, 1, SZ(8), &zero));
-    ct_keep(zero);
+    /* zeros copied over: a new device tensor's contents are uninitialised (this test once
+     * read a reused block's leftovers; TOCHA_CUDA_FILL_UNINITIALIZED=1 made them NaN) */
+    tc_tensor *zero = to_dev(ct_keep(ct_from(TC_F64, 1, SZ(8), VALS(0, 0, 0, 0, 0, 0, 0, 0))), DEV);
     g = NULL;
     CHECK_OK(tc_trace_begin(&g));
     CHECK_OK(tc_trace_input(g, dx));

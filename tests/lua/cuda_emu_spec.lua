@@ -2,8 +2,9 @@
 -- tests/lua/cuda_emu_child.lua over the CUDA emulator (build/tests/libtocha_cuda_emu.so,
 -- docs/cuda.md), which `make` builds wherever the CUDA headers are; and the emulator's
 -- guarded device memory (a host read through a device pointer faults, saying why, as it
--- crashes on a GPU), with tests/lua/cuda_guard_child.lua. Without the emulator the spec is
--- pending, saying so.
+-- crashes on a GPU), with tests/lua/cuda_guard_child.lua; and TOCHA_CUDA_FILL_UNINITIALIZED
+-- (core/cuda/runtime.cu), with tests/lua/cuda_fill_child.lua. Without the emulator the spec
+-- is pending, saying so.
 require 'torch'
 
 local H = dofile('tests/lua/cuda_child_helper.lua')
@@ -50,5 +51,35 @@ describe_emu('the emulator\'s device memory', function()
       assert.are.equal('7,7,7,7', got.before, out)
       assert.are.equal('7', got.read, out)
       assert.are.equal('true', got.done, out)
+   end)
+end)
+
+describe_emu('TOCHA_CUDA_FILL_UNINITIALIZED=1 over the emulator', function()
+   local function run(env)
+      local emu = H.emu
+      H.emu = true
+      local got, out = H.run_child('tests/lua/cuda_fill_child.lua', env)
+      H.emu = emu
+      return got, out
+   end
+
+   it('is off unless set to 1: a reused block still holds its last owner\'s values', function()
+      local got, out = run('TOCHA_CUDA_FILL_UNINITIALIZED=') -- tests/run.sh's emulated pass sets it
+      assert.are.equal('true', got.done, out)
+      assert.are.equal('true', got.reused, out) -- else the case below would prove nothing
+      assert.are.equal('3', got.float, out)
+      assert.are.equal('3', got.float_last, out)
+      assert.are.equal('150000', got.sum, out)
+   end)
+
+   it('fills every block handed out with 0xff bytes: NaN, -1, 255', function()
+      local got, out = run('TOCHA_CUDA_FILL_UNINITIALIZED=1')
+      assert.are.equal('true', got.done, out)
+      assert.are.equal('true', got.reused, out)
+      assert.are.equal('nan', got.float, out)
+      assert.are.equal('nan', got.float_last, out)
+      assert.are.equal('-1', got.long, out)
+      assert.are.equal('255', got.byte, out)
+      assert.are.equal('150000', got.sum, out)
    end)
 end)
