@@ -8,6 +8,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 2
 export TOCHA_HOME="$root" TOCHA_BUILD="$root/$build"
 export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;$root/tests/lua/?.lua;;"
+# Every block a CUDA backend's caching allocator hands out (the GPU's, the mock's, the
+# emulator's) is filled with 0xff bytes (docs/cuda.md), so a kernel or a test that reads
+# memory nobody wrote sees NaN, not the values a reused block happens to hold.
+export TOCHA_CUDA_FILL_UNINITIALIZED=1
 log="$(mktemp)"
 # what failed, recapped above the last line: a CI log may keep only its tail
 recap="$(mktemp)"
@@ -52,19 +56,16 @@ c_suite "c (mock CUDA, CPU kernels)" env TOCHA_CUDA_LIB="$mock" TOCHA_CUDA_MOCK_
 
 # The CUDA emulator (tests/emu, built where the CUDA headers are): the backend's own kernels
 # and its cuBLAS / cuDNN / cub calls, compiled for the host, run the device tests; graph
-# mode's generated kernels go through the emulator's NVRTC and driver (emu_driver.cc). Every
-# block the caching allocator hands out is filled with 0xff bytes (TOCHA_CUDA_FILL_UNINITIALIZED,
-# docs/cuda.md), so a kernel or a test that reads memory nobody wrote sees NaN, not the values
-# a reused block happens to hold.
+# mode's generated kernels go through the emulator's NVRTC and driver (emu_driver.cc).
 emu="$root/$build/tests/libtocha_cuda_emu.so"
 if [ -f "$emu" ]; then
     c_suite "c (CUDA emulator)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=256M \
-        TOCHA_NVRTC_LIB="$emu" TOCHA_CUDA_DRIVER_LIB="$emu" TOCHA_NVRTC_CACHE=0 TOCHA_CUDA_FILL_UNINITIALIZED=1 \
+        TOCHA_NVRTC_LIB="$emu" TOCHA_CUDA_DRIVER_LIB="$emu" TOCHA_NVRTC_CACHE=0 \
         "$build/tests/ctest" cuda_dev cuda_codegen_gpu
     # A GPU before compute capability 8.0: half and TF32 attention on the CUDA-core kernels
     # instead of the tensor-core ones (attention.cu, has_mma).
     c_suite "c (CUDA emulator, 7.5)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 \
-        TOCHA_CUDA_EMU_CAPACITY=256M TOCHA_CUDA_EMU_CC=7.5 TOCHA_CUDA_FILL_UNINITIALIZED=1 \
+        TOCHA_CUDA_EMU_CAPACITY=256M TOCHA_CUDA_EMU_CC=7.5 \
         "$build/tests/ctest" cuda_dev_attention_half cuda_dev_attention_tf32 cuda_dev_conformance_golden
 fi
 
@@ -103,8 +104,8 @@ $busted --output=plainTerminal tests/lua 2>&1 | tee "$log"
 busted_count "busted"
 # The CUDA specs again, their children over the CUDA emulator instead of the mock.
 if [ -f "$emu" ]; then
-    TOCHA_TEST_EMU=1 TOCHA_CUDA_FILL_UNINITIALIZED=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua \
-        tests/lua/cuda_stream_spec.lua tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
+    TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua tests/lua/cuda_stream_spec.lua \
+        tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
     busted_count "busted (CUDA emulator)"
 fi
 unset LD_PRELOAD

@@ -186,9 +186,15 @@ static size_t parse_bytes(const char *s)
     return (size_t)v << shift;
 }
 
+/* TOCHA_CUDA_FILL_UNINITIALIZED=1: every block handed out is filled with 0xff bytes, as the
+ * real backend does (core/cuda/runtime.cu, docs/cuda.md). */
+static int g_fill_uninitialized;
+
 static void configure(void)
 {
     const char *n = getenv("TOCHA_CUDA_MOCK_DEVICES"), *c = getenv("TOCHA_CUDA_MOCK_CAPACITY");
+    const char *fill = getenv("TOCHA_CUDA_FILL_UNINITIALIZED");
+    g_fill_uninitialized = fill && fill[0] == '1';
     if (n && *n) {
         char *end;
         long v = strtol(n, &end, 10);
@@ -266,6 +272,8 @@ static tc_status device_properties(int dev, tc_cuda_device_props *out)
     return TC_OK;
 }
 
+static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes);
+
 static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 {
     if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: alloc: NULL result");
@@ -273,7 +281,12 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
     if (nbytes == 0) return TC_OK;
     tc_status s = mock_use(dev, "cuda: alloc");
     uintptr_t key = t_cap[dev] ? t_cap[dev]->pool : (uintptr_t)t_stream[dev];
-    return s ? s : ca(ca_alloc(&g_alloc, dev, key, nbytes, ptr));
+    if (!s) s = ca(ca_alloc(&g_alloc, dev, key, nbytes, ptr));
+    if (!s && g_fill_uninitialized && (s = set_bytes(dev, *ptr, 0xff, nbytes))) {
+        (void)ca_free(&g_alloc, dev, *ptr);
+        *ptr = NULL;
+    }
+    return s;
 }
 
 static tc_status mem_release(int dev, void *ptr)
