@@ -87,7 +87,7 @@ static void load_into(libstate *st, const char *only)
     }
     if (!h) {
         if (only)
-            snprintf(st->why, sizeof st->why, "libnvrtc not loaded from %.400s%s%s", only, err0[0] ? ": " : "", err0);
+            snprintf(st->why, sizeof st->why, "libnvrtc not loaded from %.400s%s%.330s", only, err0[0] ? ": " : "", err0);
         else
             snprintf(st->why, sizeof st->why,
                      "libnvrtc not found (set TOCHA_NVRTC_LIB or CUDA_HOME; looked "
