@@ -224,18 +224,49 @@ template <class F> static std::string notes_of(F f)
     return text;
 }
 
+/* What a kernel may and may not be given: device 0's memory, a freed block of it, and device
+ * 1's memory, n floats each. */
+struct test_memory {
+    float *dev0 = nullptr, *freed = nullptr, *dev1 = nullptr;
+    explicit test_memory(size_t n)
+    {
+        EXPECT(p_cudaMalloc((void **)&dev0, n * sizeof(float)) == cudaSuccess, "cudaMalloc on device 0");
+        EXPECT(p_cudaMalloc((void **)&freed, n * sizeof(float)) == cudaSuccess && p_cudaFree(freed) == cudaSuccess,
+               "a freed allocation");
+        EXPECT(p_cudaSetDevice(1) == cudaSuccess && p_cudaMalloc((void **)&dev1, n * sizeof(float)) == cudaSuccess &&
+                   p_cudaSetDevice(0) == cudaSuccess,
+               "cudaMalloc on device 1");
+    }
+    ~test_memory()
+    {
+        p_cudaFree(dev0);
+        p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
+    }
+};
+
+/* Launches f (grid blocks of 64 threads) and waits: the launch must be taken, the wait must
+ * return want, and the emulator's notes must hold note ("": no note at all); a failure is
+ * reported once. */
+static void expect_launch(const char *what, CUfunction f, unsigned grid, void **params, CUresult want, const char *note)
+{
+    CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
+    std::string said = notes_of([&] {
+        launched = p_cuLaunchKernel(f, grid, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
+        waited = p_cuCtxSynchronize();
+    });
+    EXPECT(launched == CUDA_SUCCESS && waited == want, "%s: launch %d, wait %d, want %d", what, (int)launched,
+           (int)waited, (int)want);
+    EXPECT(said.find(note) != std::string::npos && (*note != 0) == !said.empty(), "%s: the note: %s", what,
+           said.c_str());
+    EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "%s: reported once", what);
+}
+
 /* A kernel's pointer arguments are checked when it runs: pageable host memory, freed device
  * memory and the other device's memory fail it at the wait, before it writes anything. */
 static void check_kernel_pointers(CUfunction scale_rev, const float *x)
 {
-    float *dev0 = nullptr, *dev1 = nullptr, *freed = nullptr;
+    test_memory mem(192);
     std::vector<float> pageable(192, 7.0f);
-    EXPECT(p_cudaMalloc((void **)&dev0, 192 * sizeof(float)) == cudaSuccess, "cudaMalloc on device 0");
-    EXPECT(p_cudaMalloc((void **)&freed, 192 * sizeof(float)) == cudaSuccess && p_cudaFree(freed) == cudaSuccess,
-           "a freed allocation");
-    EXPECT(p_cudaSetDevice(1) == cudaSuccess && p_cudaMalloc((void **)&dev1, 192 * sizeof(float)) == cudaSuccess &&
-               p_cudaSetDevice(0) == cudaSuccess,
-           "cudaMalloc on device 1");
     struct {
         const char *what;
         float *y;
@@ -243,13 +274,14 @@ static void check_kernel_pointers(CUfunction scale_rev, const float *x)
         CUresult want;
         const char *note;
     } cases[] = {
-        {"device 0's memory", dev0, 150, CUDA_SUCCESS, ""},
-        {"the end of device 0's allocation", dev0 + 192, 0, CUDA_SUCCESS, ""},
+        {"device 0's memory", mem.dev0, 150, CUDA_SUCCESS, ""},
+        {"the end of device 0's allocation", mem.dev0 + 192, 0, CUDA_SUCCESS, ""},
         {"NULL", nullptr, 0, CUDA_SUCCESS, ""},
         {"pageable host memory", pageable.data(), 150, CUDA_ERROR_ILLEGAL_ADDRESS,
          "is host memory that is not page-locked"},
-        {"freed device memory", freed + 16, 150, CUDA_ERROR_ILLEGAL_ADDRESS, "device memory that no live allocation holds"},
-        {"device 1's memory", dev1, 150, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
+        {"freed device memory", mem.freed + 16, 150, CUDA_ERROR_ILLEGAL_ADDRESS,
+         "device memory that no live allocation holds"},
+        {"device 1's memory", mem.dev1, 150, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
     };
     for (const auto &c : cases) {
         const float *xp = x;
@@ -257,20 +289,9 @@ static void check_kernel_pointers(CUfunction scale_rev, const float *x)
         int n = c.n;
         float a = 2.0f;
         void *params[4] = {&xp, &yp, &n, &a};
-        CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
-        std::string said = notes_of([&] {
-            launched = p_cuLaunchKernel(scale_rev, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
-            waited = p_cuCtxSynchronize();
-        });
-        EXPECT(launched == CUDA_SUCCESS && waited == c.want, "%s: launch %d, wait %d, want %d", c.what, (int)launched,
-               (int)waited, (int)c.want);
-        EXPECT(said.find(c.note) != std::string::npos && (*c.note != 0) == !said.empty(), "%s: the note: %s", c.what,
-               said.c_str());
-        EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "%s: reported once", c.what);
+        expect_launch(c.what, scale_rev, 3, params, c.want, c.note);
     }
     EXPECT(pageable[0] == 7.0f && pageable[149] == 7.0f, "the refused kernel wrote nothing");
-    p_cudaFree(dev0);
-    p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
 }
 
 /* The device pointers inside a struct argument are judged as pointer arguments are (the
@@ -283,42 +304,26 @@ static void check_struct_pointers(CUmodule m)
     };
     CUfunction fill = nullptr;
     EXPECT(p_cuModuleGetFunction(&fill, m, "fill_view") == CUDA_SUCCESS && fill, "fill_view");
-    float *dev0 = nullptr, *dev1 = nullptr, *freed = nullptr;
-    EXPECT(p_cudaMalloc((void **)&dev0, 64 * sizeof(float)) == cudaSuccess, "cudaMalloc on device 0");
-    EXPECT(p_cudaMalloc((void **)&freed, 64 * sizeof(float)) == cudaSuccess && p_cudaFree(freed) == cudaSuccess,
-           "a freed allocation");
-    EXPECT(p_cudaSetDevice(1) == cudaSuccess && p_cudaMalloc((void **)&dev1, 64 * sizeof(float)) == cudaSuccess &&
-               p_cudaSetDevice(0) == cudaSuccess,
-           "cudaMalloc on device 1");
+    test_memory mem(64);
     struct {
         const char *what;
         tail_view v;
         CUresult want;
         const char *note;
     } cases[] = {
-        {"a struct holding device 0's memory", {64, dev0}, CUDA_SUCCESS, ""},
+        {"a struct holding device 0's memory", {64, mem.dev0}, CUDA_SUCCESS, ""},
         {"a struct holding NULL", {0, nullptr}, CUDA_SUCCESS, ""},
         /* 16 floats in: the freed block's start may be the end of dev0's, which a kernel may get */
-        {"a struct holding freed device memory", {64, freed + 16}, CUDA_ERROR_ILLEGAL_ADDRESS,
+        {"a struct holding freed device memory", {64, mem.freed + 16}, CUDA_ERROR_ILLEGAL_ADDRESS,
          "argument 0's member at byte 8 (0x"},
-        {"a struct holding device 1's memory", {64, dev1}, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
+        {"a struct holding device 1's memory", {64, mem.dev1}, CUDA_ERROR_ILLEGAL_ADDRESS, "is memory of device 1"},
     };
     for (const auto &c : cases) {
         tail_view v = c.v;
         float a = 3.0f;
         void *params[2] = {&v, &a};
-        CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
-        std::string said = notes_of([&] {
-            launched = p_cuLaunchKernel(fill, 1, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
-            waited = p_cuCtxSynchronize();
-        });
-        EXPECT(launched == CUDA_SUCCESS && waited == c.want, "%s: launch %d, wait %d, want %d", c.what, (int)launched,
-               (int)waited, (int)c.want);
-        EXPECT(said.find(c.note) != std::string::npos && (*c.note != 0) == !said.empty(), "%s: the note: %s", c.what,
-               said.c_str());
+        expect_launch(c.what, fill, 1, params, c.want, c.note);
     }
-    p_cudaFree(dev0);
-    p_cudaSetDevice(1), p_cudaFree(dev1), p_cudaSetDevice(0);
 }
 
 static void check_launches(const std::string &image)

@@ -13,14 +13,18 @@ local f = io.open(H.EMU, 'rb')
 if f then f:close() end
 local describe_emu = f and describe or function(name) pending(name .. ' (no ' .. H.EMU .. ': no CUDA headers)') end
 
+-- Runs child over the emulator (whatever TOCHA_TEST_EMU says); env: more VAR=value words.
+local function over_emulator(child, env)
+   local emu = H.emu
+   H.emu = true
+   local got, out = H.run_child(child, env)
+   H.emu = emu
+   return got, out
+end
+
 describe_emu('cuBLAS and cub paths of the CUDA backend over the emulator', function()
    local got, out
-   setup(function()
-      local emu = H.emu
-      H.emu = true
-      got, out = H.run_child('tests/lua/cuda_emu_child.lua')
-      H.emu = emu
-   end)
+   setup(function() got, out = over_emulator('tests/lua/cuda_emu_child.lua') end)
 
    it('match the CPU: products over every layout and half type, long sorts, masked_select, nonzero', function()
       assert.are.equal('true', got.done, 'the child failed:\n' .. out)
@@ -31,13 +35,7 @@ describe_emu('cuBLAS and cub paths of the CUDA backend over the emulator', funct
 end)
 
 describe_emu('the emulator\'s device memory', function()
-   local function run(env)
-      local emu = H.emu
-      H.emu = true
-      local got, out = H.run_child('tests/lua/cuda_guard_child.lua', env)
-      H.emu = emu
-      return got, out
-   end
+   local function run(env) return over_emulator('tests/lua/cuda_guard_child.lua', env) end
 
    it('faults, saying why, when the host reads it through a device pointer outside device work', function()
       local got, out = run()
@@ -55,16 +53,10 @@ describe_emu('the emulator\'s device memory', function()
 end)
 
 describe_emu('TOCHA_CUDA_FILL_UNINITIALIZED=1 over the emulator', function()
-   local function run(env)
-      local emu = H.emu
-      H.emu = true
-      local got, out = H.run_child('tests/lua/cuda_fill_child.lua', env)
-      H.emu = emu
-      return got, out
-   end
+   local function run(env) return over_emulator('tests/lua/cuda_fill_child.lua', env) end
 
    it('is off unless set to 1: a reused block still holds its last owner\'s values', function()
-      local got, out = run('TOCHA_CUDA_FILL_UNINITIALIZED=') -- tests/run.sh's emulated pass sets it
+      local got, out = run('TOCHA_CUDA_FILL_UNINITIALIZED=') -- tests/run.sh sets it
       assert.are.equal('true', got.done, out)
       assert.are.equal('true', got.reused, out) -- else the case below would prove nothing
       assert.are.equal('3', got.float, out)
