@@ -186,9 +186,7 @@ static size_t parse_bytes(const char *s)
     return (size_t)v << shift;
 }
 
-/* TOCHA_CUDA_FILL_UNINITIALIZED=1: every block handed out is filled with 0xff bytes, as the
- * real backend does (core/cuda/runtime.cu, docs/cuda.md). */
-static int g_fill_uninitialized;
+static int g_fill_uninitialized; /* TOCHA_CUDA_FILL_UNINITIALIZED=1, as in core/cuda/runtime.cu */
 
 static void configure(void)
 {
@@ -272,7 +270,15 @@ static tc_status device_properties(int dev, tc_cuda_device_props *out)
     return TC_OK;
 }
 
-static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes);
+static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
+{
+    if (nbytes == 0) return TC_OK;
+    if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
+    tc_status s = mock_use(dev, "cuda: memset");
+    if (!s && mock_recording(dev)) return mock_record(dev, &(mock_rec){.kind = REC_SET, .dst = ptr, .value = value, .n = (int64_t)nbytes});
+    if (!s) memset(ptr, value, nbytes);
+    return s;
+}
 
 static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
 {
@@ -294,16 +300,6 @@ static tc_status mem_release(int dev, void *ptr)
     if (!ptr) return TC_OK;
     tc_status s = mock_use(dev, "cuda: free");
     return s ? s : ca(ca_free(&g_alloc, dev, ptr));
-}
-
-static tc_status set_bytes(int dev, void *ptr, int value, size_t nbytes)
-{
-    if (nbytes == 0) return TC_OK;
-    if (!ptr) return mock_fail(TC_ERR_ARG, "cuda: set_bytes: NULL pointer");
-    tc_status s = mock_use(dev, "cuda: memset");
-    if (!s && mock_recording(dev)) return mock_record(dev, &(mock_rec){.kind = REC_SET, .dst = ptr, .value = value, .n = (int64_t)nbytes});
-    if (!s) memset(ptr, value, nbytes);
-    return s;
 }
 
 /* kind: 'h' from the host (synchronous), 'a' from the host (async), 'd' to the host
