@@ -293,8 +293,8 @@ EMU_API bool kernel_pointer_ok(const char *name, int dev, int index, const void 
 
 /* A struct's members are not listed anywhere C++17 can see, so each aligned 8-byte word is
  * read as a candidate pointer. Only words inside the range reserved for device memory are
- * judged: a host pointer in a struct cannot be told from a number, and no index, stride, or
- * pair of floats a kernel is given falls in that range (it lies far above any such value). */
+ * judged: a host pointer in a struct cannot be told from a number, and no index or stride a
+ * kernel is given comes near that range (a pair of floats would need a denormal above). */
 EMU_API bool kernel_struct_ok(const char *name, int dev, int index, const void *s, size_t bytes)
 {
     for (size_t at = 0; at + sizeof(uintptr_t) <= bytes; at += sizeof(uintptr_t)) {
