@@ -191,8 +191,7 @@ static int g_fill_uninitialized; /* TOCHA_CUDA_FILL_UNINITIALIZED=1, as in core/
 static void configure(void)
 {
     const char *n = getenv("TOCHA_CUDA_MOCK_DEVICES"), *c = getenv("TOCHA_CUDA_MOCK_CAPACITY");
-    const char *fill = getenv("TOCHA_CUDA_FILL_UNINITIALIZED");
-    g_fill_uninitialized = fill && fill[0] == '1';
+    g_fill_uninitialized = getenv("TOCHA_CUDA_FILL_UNINITIALIZED") && getenv("TOCHA_CUDA_FILL_UNINITIALIZED")[0] == '1';
     if (n && *n) {
         char *end;
         long v = strtol(n, &end, 10);
@@ -288,10 +287,8 @@ static tc_status mem_alloc(int dev, size_t nbytes, void **ptr)
     tc_status s = mock_use(dev, "cuda: alloc");
     uintptr_t key = t_cap[dev] ? t_cap[dev]->pool : (uintptr_t)t_stream[dev];
     if (!s) s = ca(ca_alloc(&g_alloc, dev, key, nbytes, ptr));
-    if (!s && g_fill_uninitialized && (s = set_bytes(dev, *ptr, 0xff, nbytes))) {
-        (void)ca_free(&g_alloc, dev, *ptr);
-        *ptr = NULL;
-    }
+    if (!s && g_fill_uninitialized && (s = set_bytes(dev, *ptr, 0xff, nbytes))) (void)ca_free(&g_alloc, dev, *ptr);
+    if (s) *ptr = NULL;
     return s;
 }
 

@@ -1,4 +1,5 @@
--- tests/lua/cuda_fill_child.lua -- run by tests/lua/cuda_emu_spec.lua over the CUDA emulator,
+-- tests/lua/cuda_fill_child.lua -- run by tests/lua/cuda_emu_spec.lua over the CUDA emulator
+-- (and by cuda_tensor_spec.lua over the mock, or the emulator in its emulated pass),
 -- with and without TOCHA_CUDA_FILL_UNINITIALIZED=1: frees a tensor of 3s, allocates ones of
 -- the same size until the caching allocator hands back its block (reused=true), and prints
 -- what the new, unwritten tensors hold: the old values without the variable, and with it

@@ -238,3 +238,13 @@ describe('CUDA tensors over the ' .. H.BACKEND .. ' (2 devices of 64 MB)', funct
       assert.are.equal(child_at('y[4]') .. 'index 4 is out of bounds for dim 1 of size 3', got.oob)
    end)
 end)
+
+describe('TOCHA_CUDA_FILL_UNINITIALIZED over the ' .. H.BACKEND, function()
+   it('fills a reused block with 0xff bytes when set to 1, and leaves it alone otherwise', function()
+      local got, out = H.run_child('tests/lua/cuda_fill_child.lua', 'TOCHA_CUDA_FILL_UNINITIALIZED=1')
+      assert.are.same({'true', 'true', 'nan', '-1', '255', '150000'},
+                      {got.done, got.reused, got.float, got.long, got.byte, got.sum}, out)
+      got, out = H.run_child('tests/lua/cuda_fill_child.lua', 'TOCHA_CUDA_FILL_UNINITIALIZED=')
+      assert.are.same({'true', 'true', '3'}, {got.done, got.reused, got.float}, out)
+   end)
+end)
