@@ -187,11 +187,11 @@ static size_t parse_bytes(const char *s)
 }
 
 static int g_fill_uninitialized; /* TOCHA_CUDA_FILL_UNINITIALIZED=1, as in core/cuda/runtime.cu */
-
 static void configure(void)
 {
     const char *n = getenv("TOCHA_CUDA_MOCK_DEVICES"), *c = getenv("TOCHA_CUDA_MOCK_CAPACITY");
-    g_fill_uninitialized = getenv("TOCHA_CUDA_FILL_UNINITIALIZED") && getenv("TOCHA_CUDA_FILL_UNINITIALIZED")[0] == '1';
+    const char *fill = getenv("TOCHA_CUDA_FILL_UNINITIALIZED");
+    g_fill_uninitialized = fill && fill[0] == '1';
     if (n && *n) {
         char *end;
         long v = strtol(n, &end, 10);
