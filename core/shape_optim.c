@@ -1,12 +1,13 @@
-/* shape_optim.c -- the prepare step of the OPTIM kind: adam_step and sgd_step (ops.def
- * documents inputs, params and outputs).
+/* shape_optim.c -- the prepare step of the OPTIM kind: adam_step, sgd_step, rmsprop_step
+ * and adagrad_step (ops.def documents inputs, params and outputs).
  *
  * Every check a kernel could fail on is made here, so the CPU kernel and the CUDA launcher
  * only compute: x is a float tensor with storage; g has x's size and dtype; Adam's state is
- * (K, numel(x)) with K = 2, or 3 with amsgrad, SGD's momentum buffer has x's size, both in
- * x's dtype; scal is a float64 vector of 4 (Adam) or 2 (SGD) values; the betas, momentum
- * and dampening are numbers in range. Messages name the op and the sizes:
- * "adam_step: state (2,5) must be (3,6) (m, v and vmax of x (2,3))".
+ * (K, numel(x)) with K = 2, or 3 with amsgrad, RMSprop's (K, numel(x)) with one row more
+ * when centered and one more with momentum, SGD's momentum buffer and Adagrad's sum have
+ * x's size, all in x's dtype; scal is a float64 vector of 4 (Adam), 2 (SGD) or 3 (RMSprop,
+ * Adagrad) values; the betas, momentum, dampening and alpha are numbers in range. Messages
+ * name the op and the sizes: "adam_step: state (2,5) must be (3,6) (m, v and vmax of x (2,3))".
  */
 #include "internal.h"
 #include <math.h>
@@ -40,36 +41,72 @@ static tc_status want_fraction(const char *op, const char *what, double v)
     return TC_OK;
 }
 
+static tc_status want_flag(const char *op, const char *what, int64_t v)
+{
+    if (v != 0 && v != 1) return tc_set_error(TC_ERR_ARG, "%s: %s must be 0 or 1, got %lld", op, what, (long long)v);
+    return TC_OK;
+}
+
+static tc_status want_momentum(const char *op, double mom)
+{
+    if (!(mom >= 0) || isinf(mom)) return tc_set_error(TC_ERR_ARG, "%s: momentum must be a number >= 0, got %g", op, mom);
+    return TC_OK;
+}
+
+/* A state of K rows of numel(x) values in x's dtype; rows names them for the message. */
+static tc_status want_rows(const char *op, const tc_tensor *st, const tc_tensor *x, int64_t K, const char *rows)
+{
+    char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
+    int64_t n = tc_tensor_numel(x);
+    if (st->ndim != 2 || st->size[0] != K || st->size[1] != n || !st->storage)
+        return tc_set_error(TC_ERR_SHAPE, "%s: state %s must be (%lld,%lld) (%s of x %s)", op,
+                            tc_shape_str(st, b1, sizeof b1), (long long)K, (long long)n, rows,
+                            tc_shape_str(x, b2, sizeof b2));
+    if (st->dtype != x->dtype)
+        return tc_set_error(TC_ERR_DTYPE, "%s: state is %s but x is %s", op, tc_dtype_name((tc_dtype)st->dtype),
+                            tc_dtype_name((tc_dtype)x->dtype));
+    return TC_OK;
+}
+
 tc_status tc_prepare_optim(const tc_kcall *k, tc_outspec *spec)
 {
     const char *op = k->info->name;
     const tc_tensor *x = k->in[0], *g = k->in[1], *st = k->in[2], *scal = k->in[3];
-    char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
     if (!x->storage) return tc_set_error(TC_ERR_ARG, "%s: x has no storage", op);
     TRY(same_as_x(op, "gradient", g, x));
-    bool adam = k->op == TC_OP_ADAM_STEP;
-    if (adam) {
-        if (k->p->i[0] != 0 && k->p->i[0] != 1)
-            return tc_set_error(TC_ERR_ARG, "%s: amsgrad must be 0 or 1, got %lld", op, (long long)k->p->i[0]);
+    switch (k->op) {
+    case TC_OP_ADAM_STEP: {
+        TRY(want_flag(op, "amsgrad", k->p->i[0]));
         TRY(want_fraction(op, "beta1", k->p->s[0]));
         TRY(want_fraction(op, "beta2", k->p->s[1]));
-        int64_t K = 2 + k->p->i[0], n = tc_tensor_numel(x);
-        if (st->ndim != 2 || st->size[0] != K || st->size[1] != n || !st->storage)
-            return tc_set_error(TC_ERR_SHAPE, "%s: state %s must be (%lld,%lld) (m, v%s of x %s)", op,
-                                tc_shape_str(st, b1, sizeof b1), (long long)K, (long long)n,
-                                K == 3 ? " and vmax" : "", tc_shape_str(x, b2, sizeof b2));
-        if (st->dtype != x->dtype)
-            return tc_set_error(TC_ERR_DTYPE, "%s: state is %s but x is %s", op, tc_dtype_name((tc_dtype)st->dtype),
-                                tc_dtype_name((tc_dtype)x->dtype));
+        bool ams = k->p->i[0] == 1;
+        TRY(want_rows(op, st, x, 2 + ams, ams ? "m, v and vmax" : "m, v"));
         TRY(want_scal(op, scal, 4, "step, eps, keep, wd"));
-    } else {
-        double mom = k->p->s[0], damp = k->p->s[1];
-        if (!(mom >= 0) || isinf(mom)) return tc_set_error(TC_ERR_ARG, "%s: momentum must be a number >= 0, got %g", op, mom);
+        break;
+    }
+    case TC_OP_SGD_STEP: {
+        double damp = k->p->s[1];
+        TRY(want_momentum(op, k->p->s[0]));
         if (!isfinite(damp)) return tc_set_error(TC_ERR_ARG, "%s: dampening must be a finite number, got %g", op, damp);
-        if (k->p->i[0] != 0 && k->p->i[0] != 1)
-            return tc_set_error(TC_ERR_ARG, "%s: nesterov must be 0 or 1, got %lld", op, (long long)k->p->i[0]);
+        TRY(want_flag(op, "nesterov", k->p->i[0]));
         TRY(same_as_x(op, "momentum buffer", st, x));
         TRY(want_scal(op, scal, 2, "-lr, wd"));
+        break;
+    }
+    case TC_OP_RMSPROP_STEP: {
+        if (!isfinite(k->p->s[0])) return tc_set_error(TC_ERR_ARG, "%s: alpha must be a finite number, got %g", op, k->p->s[0]);
+        TRY(want_momentum(op, k->p->s[1]));
+        TRY(want_flag(op, "centered", k->p->i[0]));
+        bool centered = k->p->i[0] == 1, mom = k->p->s[1] > 0;
+        static const char *const rows[2][2] = {{"sq", "sq and buf"}, {"sq and ga", "sq, ga and buf"}};
+        TRY(want_rows(op, st, x, 1 + centered + mom, rows[centered][mom]));
+        TRY(want_scal(op, scal, 3, "-lr, eps, wd"));
+        break;
+    }
+    default: /* adagrad_step */
+        TRY(same_as_x(op, "sum", st, x));
+        TRY(want_scal(op, scal, 3, "-clr, eps, wd"));
+        break;
     }
     spec->nout = 2;
     spec->dtype[0] = spec->dtype[1] = x->dtype;

@@ -1,9 +1,12 @@
-/* optim.c -- CPU optimizer steps: adam_step and sgd_step (ops.def), one pass over a
- * parameter's elements instead of one pass per tensor op of the update.
+/* optim.c -- CPU optimizer steps: adam_step, sgd_step, rmsprop_step and adagrad_step
+ * (ops.def), one pass over a parameter's elements instead of one pass per tensor op of the
+ * update.
  *
  * Each element is computed with the operations, in the order and type, of the composed
- * update in lua/optim (adam.lua, sgd.lua) -- lerp for m, mul then addcmul for v, sqrt, add,
- * mul, addcdiv for x -- so for float and double the fused step gives the composed step's
+ * update in lua/optim (adam.lua, sgd.lua, rmsprop.lua, adagrad.lua) -- for Adam lerp for m,
+ * mul then addcmul for v, sqrt, add, mul, addcdiv for x; a factor 1 of an addcmul or
+ * addcdiv is left out, as multiplying by 1 changes no bits -- so for float and double the
+ * fused step gives the composed step's
  * bits (C11 does not contract a*b+c into an fma). f16/bf16 arrive as float32 copies
  * (tc_cpu_with_f32): they round once, at the end, instead of after every op.
  * Results may be the inputs themselves (the optimizers pass x and its state as the out
@@ -17,8 +20,8 @@ typedef struct optim_job {
     const char *x, *g, *st; /* inputs (dense) */
     char *xo, *sto;         /* results (dense; may be x and st) */
     double scal[4];
-    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening */
-    bool flag;   /* adam: amsgrad; sgd: nesterov */
+    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening; rmsprop: alpha, momentum */
+    bool flag;   /* adam: amsgrad; sgd: nesterov; rmsprop: centered */
 } optim_job;
 
 #define OPTIM_LOOPS(T, sfx)                                                                        \
@@ -30,6 +33,7 @@ typedef struct optim_job {
         T *xo = (T *)j->xo, *mo = (T *)j->sto, *vo = mo + j->n, *vmaxo = vo + j->n;                \
         const T step = (T)j->scal[0], eps = (T)j->scal[1], keep = (T)j->scal[2], wd = (T)j->scal[3]; \
         const T c1 = (T)(1 - j->a), b2 = (T)j->b, c2 = (T)(1 - j->b);                              \
+        const bool ams = j->flag;                                                                  \
         for (int64_t i = lo; i < hi; i++) {                                                        \
             T xv = x[i], d = g[i], mv = m[i];                                                      \
             if (wd != 0) d = d + wd * xv;                 /* Adam's decay, through the gradient */ \
@@ -37,7 +41,7 @@ typedef struct optim_job {
             T v1 = v[i] * b2;                             /* v:mul(beta2) */                       \
             v1 = v1 + c2 * d * d;                         /* :addcmul(1 - beta2, d, d) */          \
             T src = v1;                                                                            \
-            if (j->flag) {                                /* vmax:cmax(v), NaN kept */             \
+            if (ams) {                                    /* vmax:cmax(v), NaN kept */             \
                 T vm = vmax[i];                                                                    \
                 src = (vm > v1 || vm != vm) ? vm : v1;                                             \
                 vmaxo[i] = src;                                                                    \
@@ -53,14 +57,63 @@ typedef struct optim_job {
         const T *x = (const T *)j->x, *g = (const T *)j->g, *buf = (const T *)j->st;               \
         T *xo = (T *)j->xo, *bo = (T *)j->sto;                                                     \
         const T neglr = (T)j->scal[0], wd = (T)j->scal[1], mom = (T)j->a, c = (T)(1 - j->b);      \
-        const bool plain = j->b == 0;                                                              \
+        const bool plain = j->b == 0, nesterov = j->flag;                                          \
         for (int64_t i = lo; i < hi; i++) {                                                        \
             T xv = x[i], d = g[i];                                                                 \
             if (wd != 0) d = d + wd * xv;                                                          \
             T b1 = plain ? d + mom * buf[i] : buf[i] * mom + c * d;                                \
-            T step = j->flag ? d + mom * b1 : b1;                                                  \
+            T step = nesterov ? d + mom * b1 : b1;                                                 \
             xo[i] = xv + neglr * step;                    /* x:addcmul(1, -lr, d) */               \
             bo[i] = b1;                                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    /* the state rows: sq, then ga (centered), then buf (momentum) */                              \
+    static void rmsprop_range_##sfx(void *ctx, int64_t lo, int64_t hi)                             \
+    {                                                                                              \
+        const optim_job *j = ctx;                                                                  \
+        const T *x = (const T *)j->x, *g = (const T *)j->g, *sq = (const T *)j->st;                \
+        T *xo = (T *)j->xo, *sqo = (T *)j->sto;                                                    \
+        const int64_t ga_row = j->flag ? j->n : 0, buf_row = ga_row + j->n;                        \
+        const T neglr = (T)j->scal[0], eps = (T)j->scal[1], wd = (T)j->scal[2];                    \
+        const T alpha = (T)j->a, c = (T)(1 - j->a), mom = (T)j->b, neg1 = (T)-1;                   \
+        const bool momentum = j->b > 0, centered = j->flag;                                        \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            T xv = x[i], d = g[i];                                                                 \
+            if (wd != 0) d = d + wd * xv;                                                          \
+            T sq1 = sq[i] * alpha;                        /* sq:mul(alpha) */                      \
+            sq1 = sq1 + c * d * d;                        /* :addcmul(1 - alpha, d, d) */          \
+            T den = sq1;                                                                           \
+            if (centered) {                                                                        \
+                T ga1 = sq[ga_row + i] * alpha;           /* ga:mul(alpha) */                      \
+                ga1 = ga1 + c * d;                        /* :add(1 - alpha, d) */                 \
+                den = den + neg1 * ga1 * ga1;             /* :addcmul(-1, ga, ga) */               \
+                sqo[ga_row + i] = ga1;                                                             \
+            }                                                                                      \
+            den = sqrt(den) + eps;                                                                 \
+            if (momentum) {                                                                        \
+                T b1 = sq[buf_row + i] * mom;             /* buf:mul(momentum) */                  \
+                b1 = b1 + d / den;                        /* :addcdiv(1, d, den) */                \
+                xo[i] = xv + neglr * b1;                  /* x:addcmul(1, -lr, buf) */             \
+                sqo[buf_row + i] = b1;                                                             \
+            } else {                                                                               \
+                xo[i] = xv + (d * neglr) / den;           /* x:addcdiv(1, d * -lr, den) */         \
+            }                                                                                      \
+            sqo[i] = sq1;                                                                          \
+        }                                                                                          \
+    }                                                                                              \
+    static void adagrad_range_##sfx(void *ctx, int64_t lo, int64_t hi)                             \
+    {                                                                                              \
+        const optim_job *j = ctx;                                                                  \
+        const T *x = (const T *)j->x, *g = (const T *)j->g, *sum = (const T *)j->st;               \
+        T *xo = (T *)j->xo, *so = (T *)j->sto;                                                     \
+        const T neglr = (T)j->scal[0], eps = (T)j->scal[1], wd = (T)j->scal[2];                    \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            T xv = x[i], d = g[i];                                                                 \
+            if (wd != 0) d = d + wd * xv;                                                          \
+            T s1 = sum[i] + d * d;                        /* sum:addcmul(1, d, d) */               \
+            T den = sqrt(s1) + eps;                                                                \
+            xo[i] = xv + (d * neglr) / den;               /* x:addcdiv(1, d * -clr, den) */        \
+            so[i] = s1;                                                                            \
         }                                                                                          \
     }
 
@@ -76,7 +129,6 @@ tc_status tc_cpu_optim(const tc_kcall *k)
     for (int i = 0; i < 3 && !s; i++) s = tc_nn_dense_in(k->in[i], &tin[i], &in[i]);
     for (int o = 0; o < 2 && !s; o++) s = tc_nn_dense_out(k->out[o], &tout[o], &out[o]);
     if (s) goto done;
-    bool adam = k->op == TC_OP_ADAM_STEP;
     optim_job j = {.n = tc_tensor_numel(in[0]), .x = tc_base(in[0]), .g = tc_base(in[1]), .st = tc_base(in[2]),
                    .xo = tc_base(out[0]), .sto = tc_base(out[1]), .a = k->p->s[0], .b = k->p->s[1],
                    .flag = k->p->i[0] != 0};
@@ -84,7 +136,13 @@ tc_status tc_cpu_optim(const tc_kcall *k)
     const double *sp = (const double *)tc_base(scal);
     for (int64_t i = 0; i < scal->size[0]; i++) j.scal[i] = sp[i * scal->stride[0]];
     bool f32 = in[0]->dtype == TC_F32;
-    tc_range_fn fn = adam ? (f32 ? adam_range_f32 : adam_range_f64) : (f32 ? sgd_range_f32 : sgd_range_f64);
+    tc_range_fn fn;
+    switch (k->op) {
+    case TC_OP_ADAM_STEP: fn = f32 ? adam_range_f32 : adam_range_f64; break;
+    case TC_OP_SGD_STEP: fn = f32 ? sgd_range_f32 : sgd_range_f64; break;
+    case TC_OP_RMSPROP_STEP: fn = f32 ? rmsprop_range_f32 : rmsprop_range_f64; break;
+    default: fn = f32 ? adagrad_range_f32 : adagrad_range_f64; break;
+    }
     if (j.n > 0) tc_parallel_for(j.n, TC_PARALLEL_GRAIN, fn, &j);
     for (int o = 0; o < 2; o++) tc_nn_dense_out_finish(k->out[o], tout[o]);
 done:

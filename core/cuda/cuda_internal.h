@@ -115,7 +115,7 @@ CU_HIDDEN tc_status cu_op_norm(int dev, const tc_cuda_call *c);   /* cuDNN batch
 CU_HIDDEN tc_status cu_op_layer_norm(int dev, const tc_cuda_call *c); /* layer norm (layernorm.cu) */
 CU_HIDDEN tc_status cu_op_rnn(int dev, const tc_cuda_call *c);    /* cuDNN RNN (dnn_rnn.cu) */
 CU_HIDDEN tc_status cu_op_attn(int dev, const tc_cuda_call *c);   /* fused attention (attention.cu) */
-CU_HIDDEN tc_status cu_op_optim(int dev, const tc_cuda_call *c);  /* adam_step, sgd_step (optim.cu) */
+CU_HIDDEN tc_status cu_op_optim(int dev, const tc_cuda_call *c);  /* the optimizer steps (optim.cu) */
 /* set_flag() of the table: TF32 and cuDNN benchmark switches (read by the cuBLAS/cuDNN code). */
 CU_HIDDEN tc_status cu_set_flag(int flag, int64_t value);
 CU_HIDDEN extern int cu_allow_tf32, cu_cudnn_benchmark;

@@ -1,6 +1,7 @@
-/* optim.cu -- the CUDA kernels of adam_step and sgd_step (the OPTIM kind, ops.def): one
- * parameter's optimizer update in one pass, a thread per element (grid-stride), instead of
- * one kernel per tensor op of the composed update. CPU twin: core/cpu/optim.c.
+/* optim.cu -- the CUDA kernels of adam_step, sgd_step, rmsprop_step and adagrad_step (the
+ * OPTIM kind, ops.def): one parameter's optimizer update in one pass, a thread per element
+ * (grid-stride), instead of one kernel per tensor op of the composed update. CPU twin:
+ * core/cpu/optim.c.
  *
  * Each element is computed with the CPU kernel's operations in its order and type (float,
  * double for f64; f16/bf16 loaded as float and rounded once at the store), and this file is
@@ -21,8 +22,8 @@ namespace {
 
 struct optargs {
     int64_t n;
-    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening */
-    bool flag;   /* adam: amsgrad; sgd: nesterov */
+    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening; rmsprop: alpha, momentum */
+    bool flag;   /* adam: amsgrad; sgd: nesterov; rmsprop: centered */
 };
 
 /* s holds m, v (and vmax) one after the other, n values each; so does so */
@@ -70,6 +71,57 @@ __global__ void sgd_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S
     }
 }
 
+/* s holds sq, then ga (centered), then buf (momentum), n values each; so does so */
+template <int DT>
+__global__ void rmsprop_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *s,
+                               typename dt<DT>::S *xo, typename dt<DT>::S *so, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C neglr = (C)scal[0], eps = (C)scal[1], wd = (C)scal[2];
+    const C alpha = (C)a.a, c = (C)(1 - a.a), mom = (C)a.b, neg1 = (C)-1;
+    const bool momentum = a.b > 0;
+    const int64_t n = a.n, ga_row = a.flag ? n : 0, buf_row = ga_row + n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i);
+        if (wd != 0) d = d + wd * xv;
+        C sq1 = (C)ld(s + i) * alpha;
+        sq1 = sq1 + c * d * d;
+        C den = sq1;
+        if (a.flag) {
+            C ga1 = (C)ld(s + ga_row + i) * alpha;
+            ga1 = ga1 + c * d;
+            den = den + neg1 * ga1 * ga1;
+            st(so + ga_row + i, ga1);
+        }
+        den = sqrt(den) + eps;
+        if (momentum) {
+            C b1 = (C)ld(s + buf_row + i) * mom;
+            b1 = b1 + d / den;
+            st(xo + i, xv + neglr * b1);
+            st(so + buf_row + i, b1);
+        } else {
+            st(xo + i, xv + (d * neglr) / den);
+        }
+        st(so + i, sq1);
+    }
+}
+
+template <int DT>
+__global__ void adagrad_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *sum,
+                               typename dt<DT>::S *xo, typename dt<DT>::S *so, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C neglr = (C)scal[0], eps = (C)scal[1], wd = (C)scal[2];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i);
+        if (wd != 0) d = d + wd * xv;
+        C s1 = (C)ld(sum + i) + d * d;
+        C den = sqrt(s1) + eps;
+        st(xo + i, xv + (d * neglr) / den);
+        st(so + i, s1);
+    }
+}
+
 } /* namespace */
 
 tc_status cu_op_optim(int dev, const tc_cuda_call *c)
@@ -82,15 +134,19 @@ tc_status cu_op_optim(int dev, const tc_cuda_call *c)
     if (a.n == 0) return TC_OK;
     dense_call d(dev);
     if (tc_status s = d.make(c, true)) return s;
-    bool adam = c->op == TC_OP_ADAM_STEP;
     tc_status s = with_float_dtype(d0, c, [&](auto tag) -> tc_status {
         constexpr int DT = decltype(tag)::value;
         using S = typename dt<DT>::S;
         const S *x = (const S *)d.in[0].data, *g = (const S *)d.in[1].data, *sin = (const S *)d.in[2].data;
         S *xo = (S *)d.out[0].data, *so = (S *)d.out[1].data;
         const double *scal = (const double *)d.in[3].data;
-        if (adam) adam_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
-        else sgd_kernel<DT><<<grid_for(dev, a.n), BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a);
+        const unsigned grid = grid_for(dev, a.n);
+        switch (c->op) {
+        case TC_OP_ADAM_STEP: adam_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        case TC_OP_SGD_STEP: sgd_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        case TC_OP_RMSPROP_STEP: rmsprop_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        default: adagrad_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        }
         return launched(c);
     });
     return s ? s : d.finish(c);

@@ -25,7 +25,7 @@
  *    gradient made by mm into a .grad tensor), or only the node itself, elementwise and
  *    not random, and members of its fused group with results of the same size read it,
  *    element-aligned (the tensor itself, not a view of it): p:add(-lr, g); or an optimizer
- *    step (adam_step, sgd_step) writing x' or the new state over the x or state it reads
+ *    step (adam_step, sgd_step, ...) writing x' or the new state over the x or state it reads
  *    (optim_aligned). And only when
  *    no node that can fail on some data (index, random, integer division, control) runs
  *    after it, so that a failed run still leaves every captured tensor as it was.
@@ -174,7 +174,7 @@ static bool may_fail_on_data(const tc_graph *g, const tc_gnode *n)
            !tc_dtype_is_float((tc_dtype)g->vals[n->out[0]].dtype);
 }
 
-/* An optimizer step (adam_step, sgd_step) updating the captured tensor e into its result s:
+/* An optimizer step (adam_step, sgd_step, ...) updating the captured tensor e into its result s:
  * x' into x (result 0, input 0) or the new state into the state (result 1, input 2). Its
  * kernels read element i of every operand before writing element i of a result, so it may
  * write over e when e is that aligned input, it reads e nowhere else (not as another input,

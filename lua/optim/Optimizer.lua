@@ -296,8 +296,9 @@ return function(optim)
       return cls
    end
 
-   -- fused (SGD, Adam, AdamW; PyTorch's option, true here): each parameter's update is one
-   -- op (adam_step, sgd_step) instead of a tensor op per term; false runs the tensor ops.
+   -- fused (SGD, Adam, AdamW, Adagrad, RMSprop; PyTorch's option, true here): each
+   -- parameter's update is one op (adam_step, sgd_step, adagrad_step, rmsprop_step) instead
+   -- of a tensor op per term; false runs the tensor ops.
    define('SGD', 'sgd',
       {lr = 'required', momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, fused = true},
       function(g)
@@ -319,20 +320,20 @@ return function(optim)
                  weightDecay = g.weight_decay}
       end)
    define('Adagrad', 'adagrad', {lr = 1e-2, lr_decay = 0, weight_decay = 0,
-                                 initial_accumulator_value = 0, eps = 1e-10},
+                                 initial_accumulator_value = 0, eps = 1e-10, fused = true},
       function(g)
          return {learningRate = g.lr, learningRateDecay = g.lr_decay, weightDecay = g.weight_decay,
-                 initialAccumulatorValue = g.initial_accumulator_value, epsilon = g.eps}
+                 initialAccumulatorValue = g.initial_accumulator_value, epsilon = g.eps, fused = g.fused}
       end)
    define('Adadelta', 'adadelta', {lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0},
       function(g)
          return {learningRate = g.lr, rho = g.rho, eps = g.eps, weightDecay = g.weight_decay}
       end)
    define('RMSprop', 'rmsprop', {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
-                                 momentum = 0, centered = false},
+                                 momentum = 0, centered = false, fused = true},
       function(g)
          return {learningRate = g.lr, alpha = g.alpha, epsilon = g.eps, weightDecay = g.weight_decay,
-                 momentum = g.momentum, centered = g.centered}
+                 momentum = g.momentum, centered = g.centered, fused = g.fused}
       end)
    define('Rprop', 'rprop', {lr = 1e-2, etas = {0.5, 1.2}, step_sizes = {1e-6, 50}},
       function(g)

@@ -20,16 +20,24 @@ return function(optim)
          wd = U.num('adagrad', c, 'weightDecay', 0, level),
          eps = U.num('adagrad', c, 'epsilon', 1e-10, level),
          init = U.num('adagrad', c, 'initialAccumulatorValue', 0, level),
+         fused = c.fused ~= false,
       }
    end
-   -- the per-step scalar (U.scalars): sv[1] = -clr
+   -- the per-step scalar (U.scalars): sv[1] = -clr; the fused step reads float64
+   -- {-clr, epsilon, weightDecay}
    function adagrad.prep(x, h, st)
       local c = st.evalCounter or 0
-      local p = U.scalars(st, x, 1)
+      local p = U.scalars(st, x, h.fused and 3 or 1, h.fused and torch._C.TC_F64 or nil)
       p[0] = -(h.lr / (1 + c * h.lrd))
+      if h.fused then p[1], p[2] = h.eps, h.wd end
       st.evalCounter = c + 1
    end
    function adagrad.update(x, dfdx, h, st)
+      if h.fused then -- one adagrad_step op
+         local var = U.buf(st, 'paramVariance', x, h.init)
+         torch._adagrad_step(x, U.like_x(x, dfdx), var, st._scal, x, var)
+         return
+      end
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local var = U.buf(st, 'paramVariance', x, h.init):addcmul(1, d, d)
       local std = U.tmp(st, '_std', x):copy(var):sqrt():add(h.eps)

@@ -55,30 +55,13 @@ return function(optim)
       if h.fused then p[3] = h.decoupled and 0 or h.wd end
    end
 
-   -- m, v (and vmax) as the rows of one buffer st._mv, which the fused step updates in one
-   -- pass; st.m, st.v, st.vmax stay views of it (Torch7's field names). State that does not
-   -- view the buffer (a fresh state, a loaded state_dict) is copied into a new one.
-   local rows = {'m', 'v', 'vmax'}
-   local function adam_packed(x, h, st)
-      local K, n, mv = h.amsgrad and 3 or 2, x:nElement(), st._mv
-      local ok = mv ~= nil and mv:size(1) == K and mv:size(2) == n and mv:type() == x:type()
-      for r = 1, K do ok = ok and rawequal(st[rows[r]], st._mvr[r]) end
-      if ok then return mv end
-      mv = x.new(K, n):zero()
-      local views = {}
-      for r = 1, K do
-         local row = mv:select(1, r):viewAs(x)
-         local old = st[rows[r]]
-         if old ~= nil then row:copy(old) end
-         st[rows[r]], views[r] = row, row
-      end
-      st._mv, st._mvr = mv, views
-      return mv
-   end
+   -- m, v (and vmax) as the rows of one buffer st._mv (U.packed), which the fused step
+   -- updates in one pass; st.m, st.v, st.vmax stay views of it.
+   local rows = {{'m', 'v'}, {'m', 'v', 'vmax'}}
 
    local function adam_update(x, dfdx, h, st)
       if h.fused then
-         local mv = adam_packed(x, h, st)
+         local mv = U.packed(st, x, '_mv', rows[h.amsgrad and 2 or 1])
          torch._adam_step(x, U.like_x(x, dfdx), mv, st._scal, h.b1, h.b2, h.amsgrad, x, mv)
          return
       end

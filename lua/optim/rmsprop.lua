@@ -23,14 +23,30 @@ return function(optim)
          wd = U.num('rmsprop', c, 'weightDecay', 0, level),
          mom = U.num('rmsprop', c, 'momentum', 0, level),
          centered = c.centered and true or false,
+         fused = c.fused ~= false,
       }
    end
-   -- the per-step scalar (U.scalars): sv[1] = -learningRate
+   -- the per-step scalar (U.scalars): sv[1] = -learningRate; the fused step reads float64
+   -- {-learningRate, epsilon, weightDecay}
    function rmsprop.prep(x, h, st)
-      local p = U.scalars(st, x, 1)
+      local p = U.scalars(st, x, h.fused and 3 or 1, h.fused and torch._C.TC_F64 or nil)
       p[0] = -h.lr
+      if h.fused then p[1], p[2] = h.eps, h.wd end
+   end
+   -- m (the mean square), g (centered: the mean gradient) and momentumBuffer (momentum) as
+   -- the rows of one buffer st._rms (U.packed) for the fused step, one rmsprop_step op
+   local function rows(h)
+      local r = {'m'}
+      if h.centered then r[#r + 1] = 'g' end
+      if h.mom > 0 then r[#r + 1] = 'momentumBuffer' end
+      return r
    end
    function rmsprop.update(x, dfdx, h, st)
+      if h.fused then
+         local buf = U.packed(st, x, '_rms', rows(h))
+         torch._rmsprop_step(x, U.like_x(x, dfdx), buf, st._scal, h.alpha, h.mom > 0 and h.mom or 0, h.centered, x, buf)
+         return
+      end
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local m = U.buf(st, 'm', x, 0):mul(h.alpha):addcmul(1 - h.alpha, d, d)
       local tmp = U.tmp(st, '_tmp', x):copy(m)

@@ -165,6 +165,28 @@ function U.scalars(state, x, n, dtype)
    return ffi.cast(PTR[s.p.dtype], torch._C.tc_tensor_data(s.p)), state._sv
 end
 
+-- State buffers as the rows of one (K, x:nElement()) tensor, which a fused step op updates
+-- in one pass: state[key] holds it and state[names[r]] stays a view of row r in x's shape
+-- (Torch7's field names). State that does not view it (a fresh state, a loaded
+-- state_dict, other names) is copied into a new one; missing rows start at 0.
+function U.packed(state, x, key, names)
+   local K, n, buf = #names, x:nElement(), state[key]
+   local views = state[key .. '_rows']
+   local ok = buf ~= nil and buf:size(1) == K and buf:size(2) == n and buf:type() == x:type()
+   for r = 1, K do ok = ok and rawequal(state[names[r]], views[r]) end
+   if ok then return buf end
+   buf = x.new(K, n):zero()
+   views = {}
+   for r = 1, K do
+      local row = buf:select(1, r):viewAs(x)
+      local old = state[names[r]]
+      if old ~= nil then row:copy(old) end
+      state[names[r]], views[r] = row, row
+   end
+   state[key], state[key .. '_rows'] = buf, views
+   return buf
+end
+
 -- The gradient as the fused step ops want it: x's type and size.
 function U.like_x(x, dfdx)
    if dfdx:type() ~= x:type() then dfdx = dfdx:typeAs(x) end

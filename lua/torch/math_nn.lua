@@ -494,7 +494,8 @@ function torch.scaledDotProductAttention(query, key, value, opts)
 end
 
 ---------------------------------------------------------------------------------------------
--- Optimizer steps (ops.def: adam_step, sgd_step), for lua/optim: one pass over a parameter
+-- Optimizer steps (ops.def: adam_step, sgd_step, rmsprop_step, adagrad_step), for lua/optim:
+-- one pass over a parameter
 ---------------------------------------------------------------------------------------------
 
 -- One step op: x, g, state, scal and the op's params (a, b: s0, s1; flag: i0) -> x', state'
@@ -524,5 +525,20 @@ end
 -- SGD with momentum after its first step; buf has x's size; scal is a DoubleTensor {-lr, wd}.
 function torch._sgd_step(x, g, buf, scal, momentum, dampening, nesterov, xout, bout)
    local r1, r2 = optim_step(C.TC_OP_SGD_STEP, '_sgd_step', x, g, buf, scal, momentum, dampening, nesterov, xout, bout)
+   return r1, r2
+end
+
+-- torch._rmsprop_step(x, g, state, scal, alpha, momentum, centered [, xOut, stateOut]) -> x', state':
+-- RMSprop's update; state (K, x:nElement()) holds the mean square, then the mean gradient
+-- (centered), then the momentum buffer (momentum > 0); scal is a DoubleTensor {-lr, eps, wd}.
+function torch._rmsprop_step(x, g, state, scal, alpha, momentum, centered, xout, sout)
+   local r1, r2 = optim_step(C.TC_OP_RMSPROP_STEP, '_rmsprop_step', x, g, state, scal, alpha, momentum, centered, xout, sout)
+   return r1, r2
+end
+
+-- torch._adagrad_step(x, g, sum, scal [, xOut, sumOut]) -> x', sum': Adagrad's update; sum
+-- (the squares' sum) has x's size; scal is a DoubleTensor {-clr, eps, wd}.
+function torch._adagrad_step(x, g, sum, scal, xout, sout)
+   local r1, r2 = optim_step(C.TC_OP_ADAGRAD_STEP, '_adagrad_step', x, g, sum, scal, 0, 0, false, xout, sout)
    return r1, r2
 end

@@ -57,7 +57,7 @@ bool mock_cpu_takes(const tc_cuda_call *c)
 {
     pthread_once(&g_once, read_env);
     const tc_opinfo *info = tc_op_info((tc_op)c->op);
-    /* the optimizer steps (adam_step, sgd_step) are elementwise work like the mock's own
+    /* the optimizer steps (adam_step, sgd_step, ...) are elementwise work like the mock's own
      * kernels: they always run here, so the default mock captures a step's update too */
     bool optim = info && info->kind == TC_KIND_OPTIM;
     if (g_mode == 0 && !optim) return false;

@@ -483,28 +483,49 @@ TEST(cuda_dev_rnn_half)
     ct_drop();
 }
 
-/* adam_step / sgd_step on the device against the CPU, bit for bit (optim.cu computes as
- * core/cpu/optim.c does, without fused multiply-adds): every float dtype, amsgrad and
- * Nesterov, in place with the per-step scalars on the host (a CPU vector joining the device
- * op, as lua/optim passes them) and into new results with the scalars on the device; a
- * strided x; the host vector is the only CPU tensor such an op takes. On a real backend
- * nothing falls back to the host (optim.cu ran every call). */
+/* The optimizer steps (adam_step, sgd_step, rmsprop_step, adagrad_step) on the device against
+ * the CPU, bit for bit (optim.cu computes as core/cpu/optim.c does, without fused
+ * multiply-adds): every float dtype, amsgrad, Nesterov, centered RMSprop, in place with the
+ * per-step scalars on the host (a CPU vector joining the device op, as lua/optim passes them)
+ * and into new results with the scalars on the device; a strided x; the host vector is the
+ * only CPU tensor such an op takes. On a real backend nothing falls back to the host
+ * (optim.cu ran every call). */
+static const tc_op optim_ops[4] = {TC_OP_ADAM_STEP, TC_OP_SGD_STEP, TC_OP_RMSPROP_STEP, TC_OP_ADAGRAD_STEP};
+
+static int64_t optim_fallbacks(void)
+{
+    int64_t n = 0;
+    for (int k = 0; k < 4; k++) n += tc_cuda_host_fallbacks(optim_ops[k]);
+    return n;
+}
+
 TEST(cuda_dev_optim_step)
 {
     if (!have_device(ctest_failed)) return;
-    int64_t fb = tc_cuda_host_fallbacks(TC_OP_ADAM_STEP) + tc_cuda_host_fallbacks(TC_OP_SGD_STEP);
+    int64_t fb = optim_fallbacks();
     static const tc_dtype dts[4] = {TC_F32, TC_F64, TC_F16, TC_BF16};
     const int64_t n = 3001;
     for (int k = 0; k < 4; k++)
         for (int flag = 0; flag < 2; flag++)
-            for (int adam = 0; adam < 2; adam++) {
+            for (int which = 0; which < 4; which++) {
                 tc_dtype dt = dts[k];
-                tc_op op = adam ? TC_OP_ADAM_STEP : TC_OP_SGD_STEP;
-                tc_tensor *x = wave_as(dt, 1, SZ(n), 1.5, 0.1), *g = wave_as(dt, 1, SZ(n), 1, -0.2);
-                tc_tensor *st = adam ? wave_as(dt, 2, SZ(2 + flag, n), 0.2, 0.3) : wave_as(dt, 1, SZ(n), 0.5, 0);
-                tc_tensor *sc = ct_keep(adam ? ct_from(TC_F64, 1, SZ(4), VALS(-0.01, 1e-8, 0.999, 0.01))
-                                             : ct_from(TC_F64, 1, SZ(2), VALS(-0.1, 1e-3)));
-                const tc_params p = {.s = {0.9, adam ? 0.999 : 0}, .i = {flag}};
+                tc_op op = optim_ops[which];
+                tc_tensor *x = wave_as(dt, 1, SZ(n), 1.5, 0.1), *g = wave_as(dt, 1, SZ(n), 1, -0.2), *st, *sc;
+                tc_params p = {.s = {0.9, 0}, .i = {flag}};
+                if (op == TC_OP_ADAM_STEP) { /* m, v (, vmax) */
+                    st = wave_as(dt, 2, SZ(2 + flag, n), 0.2, 0.3);
+                    sc = ct_from(TC_F64, 1, SZ(4), VALS(-0.01, 1e-8, 0.999, 0.01));
+                    p.s[1] = 0.999;
+                } else if (op == TC_OP_RMSPROP_STEP) { /* sq (, ga), buf: momentum 0.5 */
+                    st = wave_as(dt, 2, SZ(2 + flag, n), 0.1, 0.5);
+                    sc = ct_from(TC_F64, 1, SZ(3), VALS(-0.01, 1e-8, 0.01));
+                    p.s[1] = 0.5;
+                } else { /* sgd's momentum buffer, adagrad's sum */
+                    st = wave_as(dt, 1, SZ(n), 0.5, op == TC_OP_ADAGRAD_STEP ? 0.6 : 0);
+                    sc = op == TC_OP_SGD_STEP ? ct_from(TC_F64, 1, SZ(2), VALS(-0.1, 1e-3))
+                                              : ct_from(TC_F64, 1, SZ(3), VALS(-0.1, 1e-10, 1e-3));
+                }
+                ct_keep(sc);
                 tc_tensor *c[2] = {NULL, NULL}, *d2[2] = {NULL, NULL};
                 CHECK_OK(tc_op_run(op, (const tc_tensor *const[]){x, g, st, sc}, 4, &p, c, 2));
                 ct_keep(c[0]), ct_keep(c[1]);
@@ -537,7 +558,6 @@ TEST(cuda_dev_optim_step)
     CHECK_ERR(tc_op_run(TC_OP_ADAM_STEP, (const tc_tensor *const[]){dxt, g, dst, sc}, 4, &p, none, 2), TC_ERR_DEVICE,
               "adam_step: input 2 of size (70,40) is on cpu but the op runs on cuda:0");
     CHECK(none[0] == NULL && none[1] == NULL);
-    int64_t now = tc_cuda_host_fallbacks(TC_OP_ADAM_STEP) + tc_cuda_host_fallbacks(TC_OP_SGD_STEP);
-    if (!mock_backend()) CHECK(now == fb);
+    if (!mock_backend()) CHECK(optim_fallbacks() == fb);
     ct_drop();
 }

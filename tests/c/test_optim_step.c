@@ -1,6 +1,7 @@
-/* test_optim_step.c -- the optimizer step ops adam_step and sgd_step (core/cpu/optim.c,
- * shape_optim.c): in float32 and float64 each gives the bits of the composed update (the
- * tensor ops lua/optim runs with fused = false: lerp, mul, addcmul, sqrt, add, addcdiv), on
+/* test_optim_step.c -- the optimizer step ops adam_step, sgd_step, rmsprop_step and
+ * adagrad_step (core/cpu/optim.c, shape_optim.c): in float32 and float64 each gives the bits
+ * of the composed update (the tensor ops lua/optim runs with fused = false: lerp, mul,
+ * addcmul, sqrt, add, addcdiv), on
  * sizes that take the threaded path too; in place (x and the state as the out slots) and
  * into new tensors, which leave the inputs alone; strided operands; half precision against
  * a float64 loop; bad input, after which nothing has changed. (PyTorch goldens for both ops
@@ -74,6 +75,43 @@ static void sgd_composed(const tc_tensor *x, const tc_tensor *g, const tc_tensor
     res[1] = b1;
 }
 
+/* The composed RMSprop update (lua/optim/rmsprop.lua with fused = false) of copies of x and
+ * the state rows sq, ga (centered), buf (momentum): x2 and the new rows. */
+static void rmsprop_composed(const tc_tensor *x, const tc_tensor *g, const tc_tensor *st, const double *sc,
+                             double alpha, double mom, bool centered, tc_tensor **res)
+{
+    int dt = x->dtype;
+    const tc_tensor *d = sc[2] != 0 ? op(TC_OP_ADD, g, x, NULL, P(.s = {sc[2]})) : g;
+    tc_tensor *sq = op(TC_OP_ADDCMUL, op(TC_OP_MUL, row(st, 0), num(dt, alpha), NULL, NULL), d, d, P(.s = {1 - alpha}));
+    tc_tensor *den = sq;
+    int r = 1;
+    res[1] = sq, res[2] = res[3] = NULL;
+    if (centered) {
+        tc_tensor *ga = op(TC_OP_ADD, op(TC_OP_MUL, row(st, 1), num(dt, alpha), NULL, NULL), d, NULL, P(.s = {1 - alpha}));
+        den = op(TC_OP_ADDCMUL, den, ga, ga, P(.s = {-1}));
+        res[1 + r++] = ga;
+    }
+    den = op(TC_OP_ADD, op(TC_OP_SQRT, den, NULL, NULL, NULL), num(dt, sc[1]), NULL, P(.s = {1}));
+    if (mom > 0) {
+        tc_tensor *buf = op(TC_OP_ADDCDIV, op(TC_OP_MUL, row(st, r), num(dt, mom), NULL, NULL), d, den, P(.s = {1}));
+        res[0] = op(TC_OP_ADDCMUL, x, num(dt, sc[0]), buf, P(.s = {1}));
+        res[1 + r] = buf;
+    } else {
+        res[0] = op(TC_OP_ADDCDIV, x, op(TC_OP_MUL, d, num(dt, sc[0]), NULL, NULL), den, P(.s = {1}));
+    }
+}
+
+/* The composed Adagrad update (lua/optim/adagrad.lua with fused = false): x2, sum1. */
+static void adagrad_composed(const tc_tensor *x, const tc_tensor *g, const tc_tensor *sum, const double *sc,
+                             tc_tensor **res)
+{
+    int dt = x->dtype;
+    const tc_tensor *d = sc[2] != 0 ? op(TC_OP_ADD, g, x, NULL, P(.s = {sc[2]})) : g;
+    res[1] = op(TC_OP_ADDCMUL, sum, d, d, P(.s = {1}));
+    tc_tensor *den = op(TC_OP_ADD, op(TC_OP_SQRT, res[1], NULL, NULL, NULL), num(dt, sc[1]), NULL, P(.s = {1}));
+    res[0] = op(TC_OP_ADDCDIV, x, op(TC_OP_MUL, d, num(dt, sc[0]), NULL, NULL), den, P(.s = {1}));
+}
+
 static tc_tensor *scal(int n, const double *v) { return ct_keep(ct_from(TC_F64, 1, SZ(n), v)); }
 
 /* runs the op with out slots o0, o1 (NULL: new results, kept) */
@@ -134,6 +172,55 @@ TEST(sgd_step_gives_the_composed_bits)
                 CHECK_OK(step(TC_OP_SGD_STEP, x2, g, b2, scal(2, cfg[c].sc), &p, &o0, &o1));
                 bool same = ct_close_all(x2, want[0], 0) && ct_close_all(b2, want[1], 0);
                 if (!same) printf("  sgd_step %s n %lld config %zu\n", tc_dtype_name((tc_dtype)dt), (long long)n, c);
+                CHECK(same);
+                ct_drop();
+            }
+}
+
+TEST(rmsprop_step_gives_the_composed_bits)
+{
+    static const struct { double sc[3], alpha, mom; bool centered; } cfg[] = {
+        {{-0.01, 1e-8, 0}, 0.99, 0, false},      /* PyTorch's defaults */
+        {{-0.02, 1e-6, 0.1}, 0.9, 0, true},      /* decay, centered */
+        {{-0.01, 1e-8, 0}, 0.99, 0.9, false},    /* momentum */
+        {{-0.05, 1e-8, 1e-2}, 0.8, 0.5, true},   /* all three rows */
+    };
+    for (int dt = TC_F32; dt <= TC_F64; dt++)
+        for (int64_t n = 7; n <= 100003; n += 99996)
+            for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                int K = 1 + cfg[c].centered + (cfg[c].mom > 0);
+                tc_tensor *x = R(dt, 1, SZ(n), -2, 2), *g = R(dt, 1, SZ(n), -2, 2), *st = R(dt, 2, SZ(K, n), 0.3, 0.6);
+                if (cfg[c].centered) { /* ga in [-0.5, 0.5]: ga^2 stays below sq, as in a real run */
+                    tc_tensor *ga = row(st, 1), *src = R(dt, 1, SZ(n), -0.5, 0.5), *o = ga;
+                    CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){src}, 1, P(.i = {-1}), &o, 1));
+                }
+                tc_tensor *want[4];
+                rmsprop_composed(x, g, st, cfg[c].sc, cfg[c].alpha, cfg[c].mom, cfg[c].centered, want);
+                const tc_params p = {.s = {cfg[c].alpha, cfg[c].mom}, .i = {cfg[c].centered}};
+                tc_tensor *x2 = clone(x), *st2 = clone(st), *o0 = x2, *o1 = st2;
+                CHECK_OK(step(TC_OP_RMSPROP_STEP, x2, g, st2, scal(3, cfg[c].sc), &p, &o0, &o1));
+                CHECK(o0 == x2 && o1 == st2);
+                bool same = ct_close_all(x2, want[0], 0);
+                for (int r = 0; r < K; r++) same = same && ct_close_all(row(st2, r), want[1 + r], 0);
+                if (!same) printf("  rmsprop_step %s n %lld config %zu\n", tc_dtype_name((tc_dtype)dt), (long long)n, c);
+                CHECK(same);
+                ct_drop();
+            }
+}
+
+TEST(adagrad_step_gives_the_composed_bits)
+{
+    static const double cfg[][3] = {{-0.01, 1e-10, 0}, {-0.05, 1e-6, 0.1}};
+    for (int dt = TC_F32; dt <= TC_F64; dt++)
+        for (int64_t n = 5; n <= 100005; n += 100000)
+            for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                tc_tensor *x = R(dt, 1, SZ(n), -2, 2), *g = R(dt, 1, SZ(n), -2, 2), *sum = R(dt, 1, SZ(n), 0, 2);
+                tc_tensor *want[2];
+                adagrad_composed(x, g, sum, cfg[c], want);
+                tc_tensor *x2 = clone(x), *s2 = clone(sum), *o0 = x2, *o1 = s2;
+                CHECK_OK(step(TC_OP_ADAGRAD_STEP, x2, g, s2, scal(3, cfg[c]), NULL, &o0, &o1));
+                bool same = ct_close_all(x2, want[0], 0) && ct_close_all(s2, want[1], 0);
+                if (!same) printf("  adagrad_step %s n %lld config %zu\n", tc_dtype_name((tc_dtype)dt), (long long)n, c);
                 CHECK(same);
                 ct_drop();
             }
@@ -225,6 +312,31 @@ TEST(optim_step_bad_input)
     CHECK_ERR(SGD(x, g, buf, s2, P(.s = {-0.5})), TC_ERR_ARG, "sgd_step: momentum must be a number >= 0, got -0.5");
     CHECK_ERR(SGD(x, g, buf, s2, P(.s = {0.9, INFINITY})), TC_ERR_ARG, "sgd_step: dampening must be a finite number, got inf");
     CHECK_ERR(SGD(x, g, buf, s2, P(.s = {0.9}, .i = {3})), TC_ERR_ARG, "sgd_step: nesterov must be 0 or 1, got 3");
+    const double sc3[3] = {-0.01, 1e-8, 0};
+    tc_tensor *s3 = scal(3, sc3), *st1 = R(TC_F32, 2, SZ(1, 6), 0, 1);
+#define RMS(a, b, c, d, pp) step(TC_OP_RMSPROP_STEP, a, b, c, d, pp, &o0, &o1)
+    o0 = x, o1 = st1;
+    CHECK_ERR(RMS(x, g, st1, s3, P(.s = {0.99}, .i = {1})), TC_ERR_SHAPE,
+              "rmsprop_step: state (1,6) must be (2,6) (sq and ga of x (2,3))");
+    CHECK_ERR(RMS(x, g, st1, s3, P(.s = {0.99, 0.9}, .i = {1})), TC_ERR_SHAPE,
+              "rmsprop_step: state (1,6) must be (3,6) (sq, ga and buf of x (2,3))");
+    CHECK_ERR(RMS(x, g, st, s3, P(.s = {0.99})), TC_ERR_SHAPE, "rmsprop_step: state (2,6) must be (1,6) (sq of x (2,3))");
+    CHECK_ERR(RMS(x, g, st1, s4, P(.s = {0.99})), TC_ERR_SHAPE,
+              "rmsprop_step: scal (4) must be a vector of 3 per-step scalars (-lr, eps, wd)");
+    CHECK_ERR(RMS(x, g, st1, s3, P(.s = {NAN})), TC_ERR_ARG, "rmsprop_step: alpha must be a finite number, got nan");
+    CHECK_ERR(RMS(x, g, st1, s3, P(.s = {0.99, -1})), TC_ERR_ARG, "rmsprop_step: momentum must be a number >= 0, got -1");
+    CHECK_ERR(RMS(x, g, st1, s3, P(.s = {0.99}, .i = {-1})), TC_ERR_ARG, "rmsprop_step: centered must be 0 or 1, got -1");
+    CHECK_ERR(RMS(x, gd, st1, s3, P(.s = {0.99})), TC_ERR_DTYPE, "rmsprop_step: gradient is float64 but x is float32");
+#define ADAGRAD(a, b, c, d) step(TC_OP_ADAGRAD_STEP, a, b, c, d, NULL, &o0, &o1)
+    o0 = x, o1 = buf;
+    CHECK_ERR(ADAGRAD(x, g, st, s3), TC_ERR_SHAPE, "adagrad_step: sum (2,6) must have the size of x (2,3)");
+    CHECK_ERR(ADAGRAD(x, g32, buf, s3), TC_ERR_SHAPE, "adagrad_step: gradient (3,2) must have the size of x (2,3)");
+    CHECK_ERR(ADAGRAD(x, g, buf, s2), TC_ERR_SHAPE,
+              "adagrad_step: scal (2) must be a vector of 3 per-step scalars (-clr, eps, wd)");
+    CHECK_ERR(ADAGRAD(x, g, buf, ct_keep(ct_from(TC_F32, 1, SZ(3), sc3))), TC_ERR_DTYPE,
+              "adagrad_step: scal is float32, expected float64");
+    CHECK_ERR(ADAGRAD(xi, gi, gi, s3), TC_ERR_DTYPE, "adagrad_step");
+    CHECK_ERR(ADAGRAD(x, g, NULL, s3), TC_ERR_ARG, "adagrad_step: input 3 is NULL");
     /* an out slot of the wrong size cannot take an in-place result */
     tc_tensor *small = R(TC_F32, 1, SZ(6), 0, 1);
     o0 = small, o1 = buf;
@@ -233,5 +345,7 @@ TEST(optim_step_bad_input)
     CHECK(ct_close_all(x, x0, 0) && ct_close_all(st, st0, 0)); /* nothing changed */
 #undef ADAM
 #undef SGD
+#undef RMS
+#undef ADAGRAD
     ct_drop();
 }

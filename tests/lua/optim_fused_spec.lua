@@ -1,8 +1,9 @@
--- tests/lua/optim_fused_spec.lua -- the fused optimizer steps (ops.def adam_step, sgd_step):
--- Adam, AdamW and SGD with momentum give the same bits with fused = true (one op per
--- parameter, the default) as with fused = false (the tensor ops), in float and double,
--- through the classes and the functional forms; Adam's state rows are views of one buffer
--- that a loaded state_dict is copied into; the ops' bad input raises at the caller's line.
+-- tests/lua/optim_fused_spec.lua -- the fused optimizer steps (ops.def adam_step, sgd_step,
+-- rmsprop_step, adagrad_step): Adam, AdamW, SGD with momentum, RMSprop and Adagrad give the
+-- same bits with fused = true (one op per parameter, the default) as with fused = false (the
+-- tensor ops), in float and double, through the classes and the functional forms; Adam's and
+-- RMSprop's state rows are views of one buffer that a loaded state_dict is copied into; the
+-- ops' bad input raises at the caller's line.
 -- PyTorch trajectories of the same optimizers: optim_spec.lua; compiled steps: jit_train_spec.
 require 'torch'
 local optim = require 'optim'
@@ -39,6 +40,12 @@ describe('fused optimizer steps', function()
       {'SGD', {lr = 0.1, momentum = 0.9}},
       {'SGD', {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 1e-3}},
       {'SGD', {lr = 0.1, momentum = 0.5, dampening = 0.3, weight_decay = 1e-2}},
+      {'RMSprop', {lr = 0.01}},
+      {'RMSprop', {lr = 0.01, centered = true, weight_decay = 0.1, alpha = 0.9}},
+      {'RMSprop', {lr = 0.01, momentum = 0.9, eps = 1e-6}},
+      {'RMSprop', {lr = 0.01, momentum = 0.5, centered = true, weight_decay = 1e-2}},
+      {'Adagrad', {lr = 0.1}},
+      {'Adagrad', {lr = 0.1, lr_decay = 0.01, weight_decay = 0.1, initial_accumulator_value = 0.5}},
    }
    for _, tn in ipairs({'torch.FloatTensor', 'torch.DoubleTensor'}) do
       for i, c in ipairs(cases) do
@@ -48,7 +55,7 @@ describe('fused optimizer steps', function()
             for k = 1, 2 do
                assert.is_true(same(p1[k], p2[k]))
                local s1, s2 = o1.state[p1[k]], o2.state[p2[k]]
-               for _, f in ipairs({'m', 'v', 'vmax', 'dfdx'}) do
+               for _, f in ipairs({'m', 'v', 'vmax', 'dfdx', 'g', 'momentumBuffer', 'paramVariance'}) do
                   assert.are.equal(s1[f] == nil, s2[f] == nil)
                   if s1[f] ~= nil then assert.is_true(same(s1[f], s2[f]), f) end
                end
@@ -57,10 +64,12 @@ describe('fused optimizer steps', function()
       end
    end
 
-   it('the functional forms too (optim.adam, optim.adamw, optim.sgd)', function()
+   it('the functional forms too (optim.adam, adamw, sgd, rmsprop, adagrad)', function()
       for _, f in ipairs({{'adam', {learningRate = 0.01, weightDecay = 0.1}},
                           {'adamw', {learningRate = 0.01, amsgrad = true}},
-                          {'sgd', {learningRate = 0.1, momentum = 0.9, dampening = 0}}}) do
+                          {'sgd', {learningRate = 0.1, momentum = 0.9, dampening = 0}},
+                          {'rmsprop', {learningRate = 0.01, momentum = 0.9, centered = true}},
+                          {'adagrad', {learningRate = 0.1, learningRateDecay = 0.1}}}) do
          local xs = {}
          for k, fused in ipairs({true, false}) do
             local x = torch.linspace(-2, 2, 50)
@@ -95,7 +104,22 @@ describe('fused optimizer steps', function()
       end
       opt:step(); opt2:step()
       for k = 1, 2 do assert.is_true(same(p[k], q[k])) end
-      assert.is_true(rawequal(opt2.state[q[1]].m, opt2.state[q[1]]._mvr[1]))
+      assert.is_true(rawequal(opt2.state[q[1]].m, opt2.state[q[1]]._mv_rows[1]))
+   end)
+
+   it("keeps RMSprop's rows in one buffer, repacked when the configuration changes", function()
+      local x = torch.linspace(-2, 2, 12):view(3, 4)
+      local config, state = {learningRate = 0.01}, {}
+      local function f(z) return torch.pow(z, 2):sum(), z * 2 end
+      optim.rmsprop(f, x, config, state)
+      assert.are.same({1, 12}, state._rms:size():totable())
+      assert.is_true(rawequal(state.m, state._rms_rows[1]))
+      local m = state.m:clone()
+      config.centered, config.momentum = true, 0.9 -- two rows more; m is carried over
+      optim.rmsprop(f, x, config, state)
+      assert.are.same({3, 12}, state._rms:size():totable())
+      assert.are.same({3, 4}, state.momentumBuffer:size():totable())
+      assert.is_true(state.m:lt(m):sum() == 0 and state.g:ne(0):sum() > 0)
    end)
 
    it('rejects bad input at the caller\'s line', function()
@@ -112,7 +136,16 @@ describe('fused optimizer steps', function()
       U.expect_error('_sgd_step: expected a tensor, got nil', function()
          torch._sgd_step(x, x, nil, sc, 0.9, 0, false)
       end)
+      U.expect_error('rmsprop_step: state (2,6) must be (1,6) (sq of x (2,3))', function()
+         torch._rmsprop_step(x, x, torch.zeros(2, 6), torch.DoubleTensor(3), 0.99, 0, false)
+      end)
+      U.expect_error('adagrad_step: sum (6) must have the size of x (2,3)', function()
+         torch._adagrad_step(x, x, torch.zeros(6), torch.DoubleTensor(3))
+      end)
       assert.is_true(same(x, torch.zeros(2, 3)))
+      U.expect_error("optim.RMSprop: option fused must be a boolean, got string", function()
+         optim.RMSprop({torch.ones(2)}, {fused = 'yes'})
+      end)
       U.expect_error("optim.SGD: option fused must be a boolean, got number", function()
          optim.SGD({torch.ones(2)}, {lr = 0.1, fused = 1})
       end)
@@ -134,7 +167,8 @@ describe('fused optimizer steps in a compiled step', function()
          for _ = 1, 4 do step(x, y) end
          return model:parameters(), compiled and step
       end
-      for _, o in ipairs({{'AdamW', {lr = 0.01, amsgrad = true}}, {'SGD', {lr = 0.1, momentum = 0.9}}}) do
+      for _, o in ipairs({{'AdamW', {lr = 0.01, amsgrad = true}}, {'SGD', {lr = 0.1, momentum = 0.9}},
+                          {'RMSprop', {lr = 0.01, centered = true}}, {'Adagrad', {lr = 0.1}}}) do
          local pe = run(false, o[1], o[2])
          local pc, step = run(true, o[1], o[2])
          for i = 1, #pe do assert.is_true(torch.equal(pe[i], pc[i]), o[1] .. ' parameter ' .. i) end
