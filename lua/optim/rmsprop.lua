@@ -34,16 +34,13 @@ return function(optim)
       if h.fused then p[1], p[2] = h.eps, h.wd end
    end
    -- m (the mean square), g (centered: the mean gradient) and momentumBuffer (momentum) as
-   -- the rows of one buffer st._rms (U.packed) for the fused step, one rmsprop_step op
-   local function rows(h)
-      local r = {'m'}
-      if h.centered then r[#r + 1] = 'g' end
-      if h.mom > 0 then r[#r + 1] = 'momentumBuffer' end
-      return r
-   end
+   -- the rows of one buffer st._rms (U.packed) for the fused step, one rmsprop_step op;
+   -- ROWS[centered][momentum > 0] (made once: no table per step)
+   local ROWS = {[false] = {[false] = {'m'}, [true] = {'m', 'momentumBuffer'}},
+                 [true] = {[false] = {'m', 'g'}, [true] = {'m', 'g', 'momentumBuffer'}}}
    function rmsprop.update(x, dfdx, h, st)
       if h.fused then
-         local buf = U.packed(st, x, '_rms', rows(h))
+         local buf = U.packed(st, x, '_rms', ROWS[h.centered][h.mom > 0])
          torch._rmsprop_step(x, U.like_x(x, dfdx), buf, st._scal, h.alpha, h.mom > 0 and h.mom or 0, h.centered, x, buf)
          return
       end
