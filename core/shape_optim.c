@@ -1,12 +1,13 @@
-/* shape_optim.c -- the prepare step of the OPTIM kind: adam_step, sgd_step, rmsprop_step
- * and adagrad_step (ops.def documents inputs, params and outputs).
+/* shape_optim.c -- the prepare step of the OPTIM kind: adam_step, sgd_step, rmsprop_step,
+ * adagrad_step, adamax_step and adadelta_step (ops.def documents inputs, params, outputs).
  *
  * Every check a kernel could fail on is made here, so the CPU kernel and the CUDA launcher
  * only compute: x is a float tensor with storage; g has x's size and dtype; Adam's state is
  * (K, numel(x)) with K = 2, or 3 with amsgrad, RMSprop's (K, numel(x)) with one row more
- * when centered and one more with momentum, SGD's momentum buffer and Adagrad's sum have
- * x's size, all in x's dtype; scal is a float64 vector of 4 (Adam), 2 (SGD) or 3 (RMSprop,
- * Adagrad) values; the betas, momentum, dampening and alpha are numbers in range. Messages
+ * when centered and one more with momentum, Adamax's and Adadelta's (2, numel(x)), SGD's
+ * momentum buffer and Adagrad's sum have x's size, all in x's dtype; scal is a float64
+ * vector of 4 (Adam), 2 (SGD) or 3 (the others) values; the betas, momentum, dampening,
+ * alpha and rho are numbers in range. Messages
  * name the op and the sizes: "adam_step: state (2,5) must be (3,6) (m, v and vmax of x (2,3))".
  */
 #include "internal.h"
@@ -38,6 +39,12 @@ static tc_status want_scal(const char *op, const tc_tensor *scal, int64_t n, con
 static tc_status want_fraction(const char *op, const char *what, double v)
 {
     if (!(v >= 0 && v < 1)) return tc_set_error(TC_ERR_ARG, "%s: %s must be in [0, 1), got %g", op, what, v);
+    return TC_OK;
+}
+
+static tc_status want_finite(const char *op, const char *what, double v)
+{
+    if (!isfinite(v)) return tc_set_error(TC_ERR_ARG, "%s: %s must be a finite number, got %g", op, what, v);
     return TC_OK;
 }
 
@@ -85,16 +92,15 @@ tc_status tc_prepare_optim(const tc_kcall *k, tc_outspec *spec)
         break;
     }
     case TC_OP_SGD_STEP: {
-        double damp = k->p->s[1];
         TRY(want_momentum(op, k->p->s[0]));
-        if (!isfinite(damp)) return tc_set_error(TC_ERR_ARG, "%s: dampening must be a finite number, got %g", op, damp);
+        TRY(want_finite(op, "dampening", k->p->s[1]));
         TRY(want_flag(op, "nesterov", k->p->i[0]));
         TRY(same_as_x(op, "momentum buffer", st, x));
         TRY(want_scal(op, scal, 2, "-lr, wd"));
         break;
     }
     case TC_OP_RMSPROP_STEP: {
-        if (!isfinite(k->p->s[0])) return tc_set_error(TC_ERR_ARG, "%s: alpha must be a finite number, got %g", op, k->p->s[0]);
+        TRY(want_finite(op, "alpha", k->p->s[0]));
         TRY(want_momentum(op, k->p->s[1]));
         TRY(want_flag(op, "centered", k->p->i[0]));
         bool centered = k->p->i[0] == 1, mom = k->p->s[1] > 0;
@@ -103,9 +109,20 @@ tc_status tc_prepare_optim(const tc_kcall *k, tc_outspec *spec)
         TRY(want_scal(op, scal, 3, "-lr, eps, wd"));
         break;
     }
-    default: /* adagrad_step */
+    case TC_OP_ADAGRAD_STEP:
         TRY(same_as_x(op, "sum", st, x));
         TRY(want_scal(op, scal, 3, "-clr, eps, wd"));
+        break;
+    case TC_OP_ADAMAX_STEP:
+        TRY(want_fraction(op, "beta1", k->p->s[0]));
+        TRY(want_fraction(op, "beta2", k->p->s[1]));
+        TRY(want_rows(op, st, x, 2, "m and u"));
+        TRY(want_scal(op, scal, 3, "step, eps, wd"));
+        break;
+    default: /* adadelta_step */
+        TRY(want_finite(op, "rho", k->p->s[0]));
+        TRY(want_rows(op, st, x, 2, "sq and acc"));
+        TRY(want_scal(op, scal, 3, "-lr, eps, wd"));
         break;
     }
     spec->nout = 2;

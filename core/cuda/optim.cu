@@ -1,7 +1,7 @@
-/* optim.cu -- the CUDA kernels of adam_step, sgd_step, rmsprop_step and adagrad_step (the
- * OPTIM kind, ops.def): one parameter's optimizer update in one pass, a thread per element
- * (grid-stride), instead of one kernel per tensor op of the composed update. CPU twin:
- * core/cpu/optim.c.
+/* optim.cu -- the CUDA kernels of adam_step, sgd_step, rmsprop_step, adagrad_step,
+ * adamax_step and adadelta_step (the OPTIM kind, ops.def): one parameter's optimizer update
+ * in one pass, a thread per element (grid-stride), instead of one kernel per tensor op of
+ * the composed update. CPU twin: core/cpu/optim.c.
  *
  * Each element is computed with the CPU kernel's operations in its order and type (float,
  * double for f64; f16/bf16 loaded as float and rounded once at the store), and this file is
@@ -22,8 +22,12 @@ namespace {
 
 struct optargs {
     int64_t n;
-    double a, b; /* adam: beta1, beta2; sgd: momentum, dampening; rmsprop: alpha, momentum */
-    bool flag;   /* adam: amsgrad; sgd: nesterov; rmsprop: centered */
+    double a, b; /* adam, adamax: beta1, beta2; sgd: momentum, dampening; rmsprop: alpha,
+                  * momentum; adadelta: rho */
+    /* adam: amsgrad; sgd: nesterov; rmsprop: centered (0 or 1). A full word, not a bool: the
+     * struct is passed by value and has no padding bytes, whose stack garbage could look
+     * like a device pointer to a checker of kernel arguments (the emulator's is one). */
+    int64_t flag;
 };
 
 /* s holds m, v (and vmax) one after the other, n values each; so does so */
@@ -122,6 +126,52 @@ __global__ void adagrad_kernel(const typename dt<DT>::S *x, const typename dt<DT
     }
 }
 
+/* s holds m, then u, n values each; so does so */
+template <int DT>
+__global__ void adamax_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *s,
+                              typename dt<DT>::S *xo, typename dt<DT>::S *so, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C step = (C)scal[0], eps = (C)scal[1], wd = (C)scal[2];
+    const C b1 = (C)a.a, c1 = (C)(1 - a.a), b2 = (C)a.b;
+    const int64_t n = a.n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i);
+        if (wd != 0) d = d + wd * xv;
+        C m1 = (C)ld(s + i) * b1;
+        m1 = m1 + c1 * d;
+        C t = fabs(d) + eps;
+        C u1 = (C)ld(s + n + i) * b2;
+        u1 = (u1 > t || u1 != u1) ? u1 : t;
+        st(xo + i, xv + (m1 * step) / u1);
+        st(so + i, m1);
+        st(so + n + i, u1);
+    }
+}
+
+/* s holds sq, then acc, n values each; so does so */
+template <int DT>
+__global__ void adadelta_kernel(const typename dt<DT>::S *x, const typename dt<DT>::S *g, const typename dt<DT>::S *s,
+                                typename dt<DT>::S *xo, typename dt<DT>::S *so, const double *scal, optargs a)
+{
+    using C = typename dt<DT>::C;
+    const C neglr = (C)scal[0], eps = (C)scal[1], wd = (C)scal[2];
+    const C rho = (C)a.a, c = (C)(1 - a.a);
+    const int64_t n = a.n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        C xv = (C)ld(x + i), d = (C)ld(g + i), av = (C)ld(s + n + i);
+        if (wd != 0) d = d + wd * xv;
+        C sq1 = (C)ld(s + i) * rho;
+        sq1 = sq1 + c * d * d;
+        C std = sqrt(sq1 + eps);
+        C delta = sqrt(av + eps) / std * d;
+        st(xo + i, xv + neglr * delta);
+        C a1 = av * rho;
+        st(so + n + i, a1 + c * delta * delta);
+        st(so + i, sq1);
+    }
+}
+
 } /* namespace */
 
 tc_status cu_op_optim(int dev, const tc_cuda_call *c)
@@ -130,7 +180,7 @@ tc_status cu_op_optim(int dev, const tc_cuda_call *c)
     if (c->nin != 4 || c->nout != 2) return cu_fail(TC_ERR_ARG, "%s: bad call", what);
     int d0 = c->in[0].dtype;
     if (d0 != TC_F32 && d0 != TC_F64 && d0 != TC_F16 && d0 != TC_BF16) return cu_unsupported(c);
-    optargs a{c->in[0].numel, c->params.s[0], c->params.s[1], c->params.i[0] != 0};
+    optargs a{c->in[0].numel, c->params.s[0], c->params.s[1], c->params.i[0] != 0 ? 1 : 0};
     if (a.n == 0) return TC_OK;
     dense_call d(dev);
     if (tc_status s = d.make(c, true)) return s;
@@ -145,7 +195,9 @@ tc_status cu_op_optim(int dev, const tc_cuda_call *c)
         case TC_OP_ADAM_STEP: adam_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
         case TC_OP_SGD_STEP: sgd_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
         case TC_OP_RMSPROP_STEP: rmsprop_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
-        default: adagrad_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        case TC_OP_ADAGRAD_STEP: adagrad_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        case TC_OP_ADAMAX_STEP: adamax_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
+        default: adadelta_kernel<DT><<<grid, BLOCK, 0, cu_stream()>>>(x, g, sin, xo, so, scal, a); break;
         }
         return launched(c);
     });

@@ -296,8 +296,8 @@ return function(optim)
       return cls
    end
 
-   -- fused (SGD, Adam, AdamW, Adagrad, RMSprop; PyTorch's option, true here): each
-   -- parameter's update is one op (adam_step, sgd_step, adagrad_step, rmsprop_step) instead
+   -- fused (SGD, Adam, AdamW, Adamax, Adagrad, Adadelta, RMSprop; PyTorch's option, true
+   -- here): each parameter's update is one op (sgd_step, adam_step, adamax_step, ...) instead
    -- of a tensor op per term; false runs the tensor ops.
    define('SGD', 'sgd',
       {lr = 'required', momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, fused = true},
@@ -314,10 +314,10 @@ return function(optim)
                            amsgrad = false, fused = true}, adam_config)
    define('AdamW', 'adamw', {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2,
                              amsgrad = false, fused = true}, adam_config)
-   define('Adamax', 'adamax', {lr = 2e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0},
+   define('Adamax', 'adamax', {lr = 2e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, fused = true},
       function(g)
          return {learningRate = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], epsilon = g.eps,
-                 weightDecay = g.weight_decay}
+                 weightDecay = g.weight_decay, fused = g.fused}
       end)
    define('Adagrad', 'adagrad', {lr = 1e-2, lr_decay = 0, weight_decay = 0,
                                  initial_accumulator_value = 0, eps = 1e-10, fused = true},
@@ -325,9 +325,9 @@ return function(optim)
          return {learningRate = g.lr, learningRateDecay = g.lr_decay, weightDecay = g.weight_decay,
                  initialAccumulatorValue = g.initial_accumulator_value, epsilon = g.eps, fused = g.fused}
       end)
-   define('Adadelta', 'adadelta', {lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0},
+   define('Adadelta', 'adadelta', {lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, fused = true},
       function(g)
-         return {learningRate = g.lr, rho = g.rho, eps = g.eps, weightDecay = g.weight_decay}
+         return {learningRate = g.lr, rho = g.rho, eps = g.eps, weightDecay = g.weight_decay, fused = g.fused}
       end)
    define('RMSprop', 'rmsprop', {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
                                  momentum = 0, centered = false, fused = true},

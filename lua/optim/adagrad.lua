@@ -10,6 +10,7 @@ return function(optim)
    --   d = dfdx + weightDecay * x;  paramVariance = paramVariance + d^2
    --   x = x - lr / (1 + evalCounter * learningRateDecay) * d / (sqrt(paramVariance) + epsilon)
    -- Defaults: learningRate 1e-3 (Torch7), epsilon 1e-10, initialAccumulatorValue 0.
+   -- fused (true): one adagrad_step op per parameter; false: the tensor ops below.
    -----------------------------------------------------------------------------------------
    local adagrad = {}
    function adagrad.hyper(c, x, level)
@@ -59,6 +60,7 @@ return function(optim)
    --   delta = sqrt(accDelta + eps) / sqrt(paramVariance + eps) * d
    --   x = x - learningRate * delta;  accDelta = rho accDelta + (1 - rho) delta^2
    -- Defaults: rho 0.9, eps 1e-6, learningRate 1.
+   -- fused (true): one adadelta_step op per parameter; false: the tensor ops below.
    -----------------------------------------------------------------------------------------
    local adadelta = {}
    function adadelta.hyper(c, x, level)
@@ -68,14 +70,24 @@ return function(optim)
          rho = U.num('adadelta', c, 'rho', 0.9, level),
          eps = U.num('adadelta', c, 'eps', 1e-6, level),
          wd = U.num('adadelta', c, 'weightDecay', 0, level),
+         fused = c.fused ~= false,
       }
    end
-   -- the per-step scalar (U.scalars): sv[1] = -learningRate
+   -- the per-step scalar (U.scalars): sv[1] = -learningRate; the fused step reads float64
+   -- {-learningRate, eps, weightDecay}
    function adadelta.prep(x, h, st)
-      local p = U.scalars(st, x, 1)
+      local p = U.scalars(st, x, h.fused and 3 or 1, h.fused and torch._C.TC_F64 or nil)
       p[0] = -h.lr
+      if h.fused then p[1], p[2] = h.eps, h.wd end
    end
+   -- paramVariance and accDelta as the rows of st._dd (U.packed) for the fused step
+   local ROWS = {'paramVariance', 'accDelta'}
    function adadelta.update(x, dfdx, h, st)
+      if h.fused then
+         local buf = U.packed(st, x, '_dd', ROWS)
+         torch._adadelta_step(x, U.like_x(x, dfdx), buf, st._scal, h.rho, x, buf)
+         return
+      end
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local var = U.buf(st, 'paramVariance', x, 0):mul(h.rho):addcmul(1 - h.rho, d, d)
       local acc = U.buf(st, 'accDelta', x, 0)

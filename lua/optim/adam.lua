@@ -111,6 +111,7 @@ return function(optim)
    --   m = beta1 m + (1 - beta1) d;  u = max(beta2 u, |d| + epsilon)
    --   x = x - lr / (1 - beta1^t) * m / u
    -- Torch7's defaults: learningRate 2e-3, epsilon 1e-38 (optim.Adamax uses PyTorch's 1e-8).
+   -- fused (true): one adamax_step op per parameter; false: the tensor ops below.
    -----------------------------------------------------------------------------------------
    local adamax = {}
    function adamax.hyper(c, x, level)
@@ -121,15 +122,24 @@ return function(optim)
          b2 = U.num('adamax', c, 'beta2', 0.999, level),
          eps = U.num('adamax', c, 'epsilon', 1e-38, level),
          wd = U.num('adamax', c, 'weightDecay', 0, level),
+         fused = c.fused ~= false,
       }
    end
-   -- the per-step scalar (U.scalars): sv[1] = -lr / (1 - beta1^t)
+   -- the per-step scalar (U.scalars): sv[1] = -lr / (1 - beta1^t); the fused step reads
+   -- float64 {-lr / (1 - beta1^t), epsilon, weightDecay}
    function adamax.prep(x, h, st)
       st.t = (st.t or 0) + 1
-      local p = U.scalars(st, x, 1)
+      local p = U.scalars(st, x, h.fused and 3 or 1, h.fused and torch._C.TC_F64 or nil)
       p[0] = -h.lr / (1 - h.b1 ^ st.t)
+      if h.fused then p[1], p[2] = h.eps, h.wd end
    end
+   local MU = {'m', 'u'} -- the rows of st._mu (U.packed) for the fused step
    function adamax.update(x, dfdx, h, st)
+      if h.fused then
+         local mu = U.packed(st, x, '_mu', MU)
+         torch._adamax_step(x, U.like_x(x, dfdx), mu, st._scal, h.b1, h.b2, x, mu)
+         return
+      end
       local d = U.decayed(st, x, dfdx, h.wd, nil)
       local m = U.buf(st, 'm', x, 0)
       local u = U.buf(st, 'u', x, 0)

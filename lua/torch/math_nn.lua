@@ -494,8 +494,8 @@ function torch.scaledDotProductAttention(query, key, value, opts)
 end
 
 ---------------------------------------------------------------------------------------------
--- Optimizer steps (ops.def: adam_step, sgd_step, rmsprop_step, adagrad_step), for lua/optim:
--- one pass over a parameter
+-- Optimizer steps (ops.def: adam_step, sgd_step, rmsprop_step, adagrad_step, adamax_step,
+-- adadelta_step), for lua/optim: one pass over a parameter
 ---------------------------------------------------------------------------------------------
 
 -- One step op: x, g, state, scal and the op's params (a, b: s0, s1; flag: i0) -> x', state'
@@ -540,5 +540,21 @@ end
 -- (the squares' sum) has x's size; scal is a DoubleTensor {-clr, eps, wd}.
 function torch._adagrad_step(x, g, sum, scal, xout, sout)
    local r1, r2 = optim_step(C.TC_OP_ADAGRAD_STEP, '_adagrad_step', x, g, sum, scal, 0, 0, false, xout, sout)
+   return r1, r2
+end
+
+-- torch._adamax_step(x, g, state, scal, beta1, beta2 [, xOut, stateOut]) -> x', state':
+-- Adamax's update; state (2, x:nElement()) holds m, then u (the infinity norm); scal is a
+-- DoubleTensor {-lr / (1 - beta1^t), eps, wd}.
+function torch._adamax_step(x, g, state, scal, beta1, beta2, xout, sout)
+   local r1, r2 = optim_step(C.TC_OP_ADAMAX_STEP, '_adamax_step', x, g, state, scal, beta1, beta2, false, xout, sout)
+   return r1, r2
+end
+
+-- torch._adadelta_step(x, g, state, scal, rho [, xOut, stateOut]) -> x', state': Adadelta's
+-- update; state (2, x:nElement()) holds the mean square gradient, then the mean square
+-- update; scal is a DoubleTensor {-lr, eps, wd}.
+function torch._adadelta_step(x, g, state, scal, rho, xout, sout)
+   local r1, r2 = optim_step(C.TC_OP_ADADELTA_STEP, '_adadelta_step', x, g, state, scal, rho, 0, false, xout, sout)
    return r1, r2
 end

@@ -483,19 +483,21 @@ TEST(cuda_dev_rnn_half)
     ct_drop();
 }
 
-/* The optimizer steps (adam_step, sgd_step, rmsprop_step, adagrad_step) on the device against
+/* The optimizer steps (adam_step, sgd_step, rmsprop_step, adagrad_step, adamax_step,
+ * adadelta_step) on the device against
  * the CPU, bit for bit (optim.cu computes as core/cpu/optim.c does, without fused
  * multiply-adds): every float dtype, amsgrad, Nesterov, centered RMSprop, in place with the
  * per-step scalars on the host (a CPU vector joining the device op, as lua/optim passes them)
  * and into new results with the scalars on the device; a strided x; the host vector is the
  * only CPU tensor such an op takes. On a real backend nothing falls back to the host
  * (optim.cu ran every call). */
-static const tc_op optim_ops[4] = {TC_OP_ADAM_STEP, TC_OP_SGD_STEP, TC_OP_RMSPROP_STEP, TC_OP_ADAGRAD_STEP};
+static const tc_op optim_ops[6] = {TC_OP_ADAM_STEP,    TC_OP_SGD_STEP,    TC_OP_RMSPROP_STEP,
+                                   TC_OP_ADAGRAD_STEP, TC_OP_ADAMAX_STEP, TC_OP_ADADELTA_STEP};
 
 static int64_t optim_fallbacks(void)
 {
     int64_t n = 0;
-    for (int k = 0; k < 4; k++) n += tc_cuda_host_fallbacks(optim_ops[k]);
+    for (int k = 0; k < 6; k++) n += tc_cuda_host_fallbacks(optim_ops[k]);
     return n;
 }
 
@@ -507,9 +509,11 @@ TEST(cuda_dev_optim_step)
     const int64_t n = 3001;
     for (int k = 0; k < 4; k++)
         for (int flag = 0; flag < 2; flag++)
-            for (int which = 0; which < 4; which++) {
+            for (int which = 0; which < 6; which++) {
                 tc_dtype dt = dts[k];
                 tc_op op = optim_ops[which];
+                bool two_rows = op == TC_OP_ADAMAX_STEP || op == TC_OP_ADADELTA_STEP;
+                if (flag && two_rows) continue; /* no flag */
                 tc_tensor *x = wave_as(dt, 1, SZ(n), 1.5, 0.1), *g = wave_as(dt, 1, SZ(n), 1, -0.2), *st, *sc;
                 tc_params p = {.s = {0.9, 0}, .i = {flag}};
                 if (op == TC_OP_ADAM_STEP) { /* m, v (, vmax) */
@@ -520,6 +524,10 @@ TEST(cuda_dev_optim_step)
                     st = wave_as(dt, 2, SZ(2 + flag, n), 0.1, 0.5);
                     sc = ct_from(TC_F64, 1, SZ(3), VALS(-0.01, 1e-8, 0.01));
                     p.s[1] = 0.5;
+                } else if (two_rows) { /* adamax's m, u; adadelta's sq, acc (rho 0.9) */
+                    st = wave_as(dt, 2, SZ(2, n), 0.2, 0.3);
+                    sc = ct_from(TC_F64, 1, SZ(3), VALS(op == TC_OP_ADAMAX_STEP ? -0.02 : -1, 1e-6, 0.01));
+                    p.s[1] = op == TC_OP_ADAMAX_STEP ? 0.999 : 0;
                 } else { /* sgd's momentum buffer, adagrad's sum */
                     st = wave_as(dt, 1, SZ(n), 0.5, op == TC_OP_ADAGRAD_STEP ? 0.6 : 0);
                     sc = op == TC_OP_SGD_STEP ? ct_from(TC_F64, 1, SZ(2), VALS(-0.1, 1e-3))

@@ -1,10 +1,10 @@
-/* test_optim_step.c -- the optimizer step ops adam_step, sgd_step, rmsprop_step and
- * adagrad_step (core/cpu/optim.c, shape_optim.c): in float32 and float64 each gives the bits
+/* test_optim_step.c -- the optimizer step ops adam_step, sgd_step, rmsprop_step,
+ * adagrad_step, adamax_step and adadelta_step (core/cpu/optim.c, shape_optim.c): in float32 and float64 each gives the bits
  * of the composed update (the tensor ops lua/optim runs with fused = false: lerp, mul,
  * addcmul, sqrt, add, addcdiv), on
  * sizes that take the threaded path too; in place (x and the state as the out slots) and
  * into new tensors, which leave the inputs alone; strided operands; half precision against
- * a float64 loop; bad input, after which nothing has changed. (PyTorch goldens for both ops
+ * a float64 loop; bad input, after which nothing has changed. (PyTorch goldens for the ops
  * are in tests/golden/ops.golden; the device twin is in test_cuda_device.c.) */
 #include "ctest.h"
 #include "gradcheck.h"
@@ -110,6 +110,34 @@ static void adagrad_composed(const tc_tensor *x, const tc_tensor *g, const tc_te
     res[1] = op(TC_OP_ADDCMUL, sum, d, d, P(.s = {1}));
     tc_tensor *den = op(TC_OP_ADD, op(TC_OP_SQRT, res[1], NULL, NULL, NULL), num(dt, sc[1]), NULL, P(.s = {1}));
     res[0] = op(TC_OP_ADDCDIV, x, op(TC_OP_MUL, d, num(dt, sc[0]), NULL, NULL), den, P(.s = {1}));
+}
+
+/* The composed Adamax update (lua/optim/adam.lua's adamax with fused = false): x2, m1, u1. */
+static void adamax_composed(const tc_tensor *x, const tc_tensor *g, const tc_tensor *st, const double *sc, double b1,
+                            double b2, tc_tensor **res)
+{
+    int dt = x->dtype;
+    const tc_tensor *d = sc[2] != 0 ? op(TC_OP_ADD, g, x, NULL, P(.s = {sc[2]})) : g;
+    res[1] = op(TC_OP_ADD, op(TC_OP_MUL, row(st, 0), num(dt, b1), NULL, NULL), d, NULL, P(.s = {1 - b1}));
+    tc_tensor *t = op(TC_OP_ADD, op(TC_OP_ABS, d, NULL, NULL, NULL), num(dt, sc[1]), NULL, P(.s = {1}));
+    res[2] = op(TC_OP_MAXIMUM, op(TC_OP_MUL, row(st, 1), num(dt, b2), NULL, NULL), t, NULL, NULL);
+    res[0] = op(TC_OP_ADDCDIV, x, op(TC_OP_MUL, res[1], num(dt, sc[0]), NULL, NULL), res[2], P(.s = {1}));
+}
+
+/* The composed Adadelta update (lua/optim/adagrad.lua's adadelta with fused = false): x2,
+ * sq1, acc1. */
+static void adadelta_composed(const tc_tensor *x, const tc_tensor *g, const tc_tensor *st, const double *sc,
+                              double rho, tc_tensor **res)
+{
+    int dt = x->dtype;
+    const tc_tensor *d = sc[2] != 0 ? op(TC_OP_ADD, g, x, NULL, P(.s = {sc[2]})) : g;
+    const tc_tensor *eps = num(dt, sc[1]), *r = num(dt, rho);
+    res[1] = op(TC_OP_ADDCMUL, op(TC_OP_MUL, row(st, 0), r, NULL, NULL), d, d, P(.s = {1 - rho}));
+    tc_tensor *std = op(TC_OP_SQRT, op(TC_OP_ADD, res[1], eps, NULL, P(.s = {1})), NULL, NULL, NULL);
+    tc_tensor *delta = op(TC_OP_SQRT, op(TC_OP_ADD, row(st, 1), eps, NULL, P(.s = {1})), NULL, NULL, NULL);
+    delta = op(TC_OP_MUL, op(TC_OP_DIV, delta, std, NULL, NULL), d, NULL, NULL);
+    res[0] = op(TC_OP_ADDCMUL, x, num(dt, sc[0]), delta, P(.s = {1}));
+    res[2] = op(TC_OP_ADDCMUL, op(TC_OP_MUL, row(st, 1), r, NULL, NULL), delta, delta, P(.s = {1 - rho}));
 }
 
 static tc_tensor *scal(int n, const double *v) { return ct_keep(ct_from(TC_F64, 1, SZ(n), v)); }
@@ -226,6 +254,42 @@ TEST(adagrad_step_gives_the_composed_bits)
             }
 }
 
+/* Adamax (s0, s1 = beta1, beta2) and Adadelta (s0 = rho): state (2, n) in place. */
+TEST(adamax_and_adadelta_steps_give_the_composed_bits)
+{
+    static const struct { tc_op op; double sc[3], a, b; } cfg[] = {
+        {TC_OP_ADAMAX_STEP, {-0.002 / (1 - 0.9), 1e-38, 0}, 0.9, 0.999}, /* Torch7's defaults, t = 1 */
+        {TC_OP_ADAMAX_STEP, {-0.05, 1e-8, 0.1}, 0.8, 0.99},              /* decay */
+        {TC_OP_ADADELTA_STEP, {-1, 1e-6, 0}, 0.9, 0},                    /* the defaults */
+        {TC_OP_ADADELTA_STEP, {-0.5, 1e-4, 1e-2}, 0.95, 0},              /* decay */
+    };
+    for (int dt = TC_F32; dt <= TC_F64; dt++)
+        for (int64_t n = 7; n <= 100003; n += 99996)
+            for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                bool adamax = cfg[c].op == TC_OP_ADAMAX_STEP;
+                tc_tensor *x = R(dt, 1, SZ(n), -2, 2), *g = R(dt, 1, SZ(n), -2, 2);
+                tc_tensor *st = R(dt, 2, SZ(2, n), adamax ? -0.5 : 0, 0.5), *want[3];
+                if (adamax) { /* u >= 0 */
+                    tc_tensor *u = row(st, 1), *src = R(dt, 1, SZ(n), 0, 1), *o = u;
+                    CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){src}, 1, P(.i = {-1}), &o, 1));
+                    adamax_composed(x, g, st, cfg[c].sc, cfg[c].a, cfg[c].b, want);
+                } else {
+                    adadelta_composed(x, g, st, cfg[c].sc, cfg[c].a, want);
+                }
+                const tc_params p = {.s = {cfg[c].a, cfg[c].b}};
+                tc_tensor *x2 = clone(x), *st2 = clone(st), *o0 = x2, *o1 = st2;
+                CHECK_OK(step(cfg[c].op, x2, g, st2, scal(3, cfg[c].sc), &p, &o0, &o1));
+                CHECK(o0 == x2 && o1 == st2);
+                bool same = ct_close_all(x2, want[0], 0) && ct_close_all(row(st2, 0), want[1], 0) &&
+                            ct_close_all(row(st2, 1), want[2], 0);
+                if (!same)
+                    printf("  %s %s n %lld config %zu\n", tc_op_info(cfg[c].op)->name, tc_dtype_name((tc_dtype)dt),
+                           (long long)n, c);
+                CHECK(same);
+                ct_drop();
+            }
+}
+
 /* New results leave x and the state alone and equal the in-place step; transposed x and g
  * (strided operands) give the same values as their contiguous copies. */
 TEST(optim_step_new_results_and_strided)
@@ -337,6 +401,23 @@ TEST(optim_step_bad_input)
               "adagrad_step: scal is float32, expected float64");
     CHECK_ERR(ADAGRAD(xi, gi, gi, s3), TC_ERR_DTYPE, "adagrad_step");
     CHECK_ERR(ADAGRAD(x, g, NULL, s3), TC_ERR_ARG, "adagrad_step: input 3 is NULL");
+#define ADAMAX(a, b, c, d, pp) step(TC_OP_ADAMAX_STEP, a, b, c, d, pp, &o0, &o1)
+    o0 = x, o1 = st;
+    CHECK_ERR(ADAMAX(x, g, st1, s3, &pa), TC_ERR_SHAPE, "adamax_step: state (1,6) must be (2,6) (m and u of x (2,3))");
+    CHECK_ERR(ADAMAX(x, g, st, s4, &pa), TC_ERR_SHAPE,
+              "adamax_step: scal (4) must be a vector of 3 per-step scalars (step, eps, wd)");
+    CHECK_ERR(ADAMAX(x, g, st, s3, P(.s = {-0.1, 0.999})), TC_ERR_ARG, "adamax_step: beta1 must be in [0, 1), got -0.1");
+    CHECK_ERR(ADAMAX(x, g, st, s3, P(.s = {0.9, 1})), TC_ERR_ARG, "adamax_step: beta2 must be in [0, 1), got 1");
+    CHECK_ERR(ADAMAX(x, g, std_, s3, &pa), TC_ERR_DTYPE, "adamax_step: state is float64 but x is float32");
+#define ADADELTA(a, b, c, d, pp) step(TC_OP_ADADELTA_STEP, a, b, c, d, pp, &o0, &o1)
+    CHECK_ERR(ADADELTA(x, g, st3, s3, P(.s = {0.9})), TC_ERR_SHAPE,
+              "adadelta_step: state (3,6) must be (2,6) (sq and acc of x (2,3))");
+    CHECK_ERR(ADADELTA(x, g, st, s3, P(.s = {INFINITY})), TC_ERR_ARG, "adadelta_step: rho must be a finite number, got inf");
+    CHECK_ERR(ADADELTA(x, g, st, ct_keep(ct_from(TC_F32, 1, SZ(3), sc3)), P(.s = {0.9})), TC_ERR_DTYPE,
+              "adadelta_step: scal is float32, expected float64");
+    CHECK_ERR(ADADELTA(x, g32, st, s3, P(.s = {0.9})), TC_ERR_SHAPE,
+              "adadelta_step: gradient (3,2) must have the size of x (2,3)");
+    CHECK_ERR(ADADELTA(xi, gi, sti, s3, P(.s = {0.9})), TC_ERR_DTYPE, "adadelta_step");
     /* an out slot of the wrong size cannot take an in-place result */
     tc_tensor *small = R(TC_F32, 1, SZ(6), 0, 1);
     o0 = small, o1 = buf;
@@ -347,5 +428,7 @@ TEST(optim_step_bad_input)
 #undef SGD
 #undef RMS
 #undef ADAGRAD
+#undef ADAMAX
+#undef ADADELTA
     ct_drop();
 }

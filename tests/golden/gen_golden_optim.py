@@ -1,7 +1,8 @@
 """gen_golden_optim.py -- the optimizer step cases of ops.golden (adam_step, sgd_step,
-rmsprop_step, adagrad_step), imported by gen_golden.py, which writes them last.
+rmsprop_step, adagrad_step, adamax_step, adadelta_step), imported by gen_golden.py, which
+writes them last.
 
-PyTorch's own Adam / AdamW / SGD / RMSprop / Adagrad take one step in float64 from the given
+PyTorch's own Adam / AdamW / SGD / RMSprop / Adagrad / Adamax / Adadelta take one step in float64 from the given
 state (step t - 1 done); the op gets the per-step scalars lua/optim computes. The cases draw
 from their own generator, so adding one at the end leaves the ones before it unchanged.
 """
@@ -100,6 +101,32 @@ def adagrad_cases(shape, dt, lr, lr_decay, t, eps, wd):
     case('adagrad_step', [x, g, acc, scal], [p.detach().to(dt), so])
 
 
+def two_row_cases(op, cls, keys, lims, shape, dt, t, kw, scal, s):
+    """one step of cls from state rows keys (drawn in lims), step t - 1 done"""
+    n = numel(shape)
+    x, g = opt_rnd(*shape, dtype=dt), opt_rnd(*shape, dtype=dt)
+    rows = [opt_rnd(n, dtype=dt, lo=lo, hi=hi) for lo, hi in lims]
+    p = param(x, g)
+    opt = cls([p], **kw)
+    st = opt.state[p]
+    st['step'] = torch.tensor(float(t - 1))
+    for k, r in zip(keys, rows):
+        st[k] = r.double().reshape(shape).clone()
+    opt.step()
+    so = torch.stack([st[k].reshape(n) for k in keys]).detach().to(dt)
+    case(op, [x, g, torch.stack(rows), torch.tensor(scal, dtype=torch.float64)], [p.detach().to(dt), so], s=s)
+
+
+def adamax_cases(shape, dt, t, lr, betas, eps, wd):
+    two_row_cases('adamax_step', torch.optim.Adamax, ['exp_avg', 'exp_inf'], [(-0.5, 0.5), (0, 1)], shape, dt, t,
+                  dict(lr=lr, betas=betas, eps=eps, weight_decay=wd), [-lr / (1 - betas[0] ** t), eps, wd], betas)
+
+
+def adadelta_cases(shape, dt, lr, rho, eps, wd):
+    two_row_cases('adadelta_step', torch.optim.Adadelta, ['square_avg', 'acc_delta'], [(0, 0.5), (0, 0.5)], shape,
+                  dt, 4, dict(lr=lr, rho=rho, eps=eps, weight_decay=wd), [-lr, eps, wd], (rho, 0))
+
+
 def optimizer_cases(case_fn):
     global case
     case = case_fn
@@ -129,3 +156,15 @@ def optimizer_cases(case_fn):
     rmsprop_cases((2, 8), torch.bfloat16, 0.01, 0.99, 1e-8, 0, 0, False)
     adagrad_cases((9,), torch.float16, 0.1, 0, 3, 1e-10, 1e-4)
     adagrad_cases((9,), torch.bfloat16, 0.1, 0.01, 2, 1e-10, 0)
+    # added later still
+    for dt in (torch.float32, torch.float64):
+        adamax_cases((3, 5), dt, 1, 2e-3, (0.9, 0.999), 1e-8, 0)
+        adamax_cases((2, 3, 4), dt, 6, 0.05, (0.8, 0.99), 1e-6, 0.1)               # decay
+        adamax_cases((), dt, 3, 0.01, (0.9, 0.999), 1e-8, 0)                       # 0-dim
+        adadelta_cases((3, 5), dt, 1.0, 0.9, 1e-6, 0)
+        adadelta_cases((2, 7), dt, 0.5, 0.95, 1e-4, 1e-2)                          # decay
+        adadelta_cases((), dt, 1.0, 0.9, 1e-6, 0)                                  # 0-dim
+    adamax_cases((2, 8), torch.float16, 4, 0.01, (0.9, 0.999), 1e-4, 1e-2)
+    adamax_cases((2, 8), torch.bfloat16, 2, 0.01, (0.9, 0.999), 1e-8, 0)
+    adadelta_cases((9,), torch.float16, 1.0, 0.9, 1e-4, 1e-4)
+    adadelta_cases((9,), torch.bfloat16, 1.0, 0.9, 1e-6, 0)

@@ -1,6 +1,6 @@
 -- tests/lua/optim_fused_spec.lua -- the fused optimizer steps (ops.def adam_step, sgd_step,
--- rmsprop_step, adagrad_step): Adam, AdamW, SGD with momentum, RMSprop and Adagrad give the
--- same bits with fused = true (one op per parameter, the default) as with fused = false (the
+-- rmsprop_step, adagrad_step, adamax_step, adadelta_step): Adam, AdamW, SGD with momentum,
+-- RMSprop, Adagrad, Adamax and Adadelta give the same bits with fused = true (one op per parameter, the default) as with fused = false (the
 -- tensor ops), in float and double, through the classes and the functional forms; Adam's and
 -- RMSprop's state rows are views of one buffer that a loaded state_dict is copied into; the
 -- ops' bad input raises at the caller's line.
@@ -46,6 +46,10 @@ describe('fused optimizer steps', function()
       {'RMSprop', {lr = 0.01, momentum = 0.5, centered = true, weight_decay = 1e-2}},
       {'Adagrad', {lr = 0.1}},
       {'Adagrad', {lr = 0.1, lr_decay = 0.01, weight_decay = 0.1, initial_accumulator_value = 0.5}},
+      {'Adamax', {lr = 0.01}},
+      {'Adamax', {lr = 0.02, weight_decay = 0.1, betas = {0.8, 0.99}, eps = 1e-6}},
+      {'Adadelta', {}},
+      {'Adadelta', {lr = 0.5, rho = 0.95, eps = 1e-4, weight_decay = 1e-2}},
    }
    for _, tn in ipairs({'torch.FloatTensor', 'torch.DoubleTensor'}) do
       for i, c in ipairs(cases) do
@@ -55,7 +59,8 @@ describe('fused optimizer steps', function()
             for k = 1, 2 do
                assert.is_true(same(p1[k], p2[k]))
                local s1, s2 = o1.state[p1[k]], o2.state[p2[k]]
-               for _, f in ipairs({'m', 'v', 'vmax', 'dfdx', 'g', 'momentumBuffer', 'paramVariance'}) do
+               for _, f in ipairs({'m', 'v', 'vmax', 'u', 'dfdx', 'g', 'momentumBuffer', 'paramVariance',
+                                   'accDelta'}) do
                   assert.are.equal(s1[f] == nil, s2[f] == nil)
                   if s1[f] ~= nil then assert.is_true(same(s1[f], s2[f]), f) end
                end
@@ -64,12 +69,14 @@ describe('fused optimizer steps', function()
       end
    end
 
-   it('the functional forms too (optim.adam, adamw, sgd, rmsprop, adagrad)', function()
+   it('the functional forms too (optim.adam, adamw, sgd, rmsprop, adagrad, adamax, adadelta)', function()
       for _, f in ipairs({{'adam', {learningRate = 0.01, weightDecay = 0.1}},
                           {'adamw', {learningRate = 0.01, amsgrad = true}},
                           {'sgd', {learningRate = 0.1, momentum = 0.9, dampening = 0}},
                           {'rmsprop', {learningRate = 0.01, momentum = 0.9, centered = true}},
-                          {'adagrad', {learningRate = 0.1, learningRateDecay = 0.1}}}) do
+                          {'adagrad', {learningRate = 0.1, learningRateDecay = 0.1}},
+                          {'adamax', {learningRate = 0.01}}, -- Torch7's epsilon 1e-38
+                          {'adadelta', {rho = 0.8, weightDecay = 1e-3}}}) do
          local xs = {}
          for k, fused in ipairs({true, false}) do
             local x = torch.linspace(-2, 2, 50)
@@ -122,6 +129,18 @@ describe('fused optimizer steps', function()
       assert.is_true(state.m:lt(m):sum() == 0 and state.g:ne(0):sum() > 0)
    end)
 
+   it("keeps Adamax's and Adadelta's two rows in one buffer", function()
+      for _, c in ipairs({{'adamax', '_mu', 'm', 'u'}, {'adadelta', '_dd', 'paramVariance', 'accDelta'}}) do
+         local x, state = torch.linspace(-2, 2, 12):view(3, 4), {}
+         local function f(z) return torch.pow(z, 2):sum(), z * 2 end
+         optim[c[1]](f, x, {}, state)
+         assert.are.same({2, 12}, state[c[2]]:size():totable())
+         assert.are.same({3, 4}, state[c[3]]:size():totable())
+         assert.is_true(same(state[c[3]], state[c[2]][1]:viewAs(x)) and same(state[c[4]], state[c[2]][2]:viewAs(x)))
+         assert.is_true(state[c[4]]:ne(0):sum() > 0, c[1])
+      end
+   end)
+
    it('rejects bad input at the caller\'s line', function()
       local x, sc = torch.zeros(2, 3), torch.DoubleTensor(4):zero()
       U.expect_error('adam_step: gradient (3) must have the size of x (2,3)', function()
@@ -141,6 +160,12 @@ describe('fused optimizer steps', function()
       end)
       U.expect_error('adagrad_step: sum (6) must have the size of x (2,3)', function()
          torch._adagrad_step(x, x, torch.zeros(6), torch.DoubleTensor(3))
+      end)
+      U.expect_error('adamax_step: beta2 must be in [0, 1), got 1', function()
+         torch._adamax_step(x, x, torch.zeros(2, 6), torch.DoubleTensor(3), 0.9, 1)
+      end)
+      U.expect_error('adadelta_step: state (1,6) must be (2,6) (sq and acc of x (2,3))', function()
+         torch._adadelta_step(x, x, torch.zeros(1, 6), torch.DoubleTensor(3), 0.9)
       end)
       assert.is_true(same(x, torch.zeros(2, 3)))
       U.expect_error("optim.RMSprop: option fused must be a boolean, got string", function()
@@ -168,7 +193,8 @@ describe('fused optimizer steps in a compiled step', function()
          return model:parameters(), compiled and step
       end
       for _, o in ipairs({{'AdamW', {lr = 0.01, amsgrad = true}}, {'SGD', {lr = 0.1, momentum = 0.9}},
-                          {'RMSprop', {lr = 0.01, centered = true}}, {'Adagrad', {lr = 0.1}}}) do
+                          {'RMSprop', {lr = 0.01, centered = true}}, {'Adagrad', {lr = 0.1}},
+                          {'Adamax', {lr = 0.01}}, {'Adadelta', {}}}) do
          local pe = run(false, o[1], o[2])
          local pc, step = run(true, o[1], o[2])
          for i = 1, #pe do assert.is_true(torch.equal(pe[i], pc[i]), o[1] .. ' parameter ' .. i) end
