@@ -17,8 +17,9 @@
 
 /* The results may be the inputs (in place), so the compiler, seeing pointers that may alias,
  * vectorises a loop only behind a run-time overlap check that an in-place step fails: it
- * then ran the scalar loop, about twice as slow as the tensor ops it replaces. Element i
- * depends on element i alone, so there is no dependency between iterations; this says so. */
+ * then ran the scalar loop, no faster and sometimes slower than the tensor ops it replaces.
+ * Element i depends on element i alone, so there is no dependency between iterations; this
+ * says so. */
 #if defined(__clang__)
 #define NO_LOOP_CARRIED_DEPENDENCY _Pragma("clang loop vectorize(assume_safety)")
 #elif defined(__GNUC__)
