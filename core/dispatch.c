@@ -162,6 +162,89 @@ static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, int de
     return TC_OK;
 }
 
+/* ---- results that share memory with an input -------------------------------------------
+ * A result written over its input element for element (x:add(y), an optimizer step) is the
+ * ordinary in-place call. A result that shares memory with an input in any other way --
+ * x:add(x:t()), x:narrow(1,2,9):copy(x:narrow(1,1,9)), x:div(x:narrow(1,1,1)) -- would
+ * read elements the kernel has already overwritten, so the answer would depend on the
+ * loop order, the vector width and the thread count. PyTorch refuses such calls and asks
+ * for a clone(); Torch7 gave whatever its loop gave. We read such an input from a copy
+ * made first: the call then gives what it gives on a clone, costing a copy only in this
+ * case. Kinds whose kernels already do this themselves (index, sort, cat, matmul, rnn,
+ * attention) or write only fresh results are left to them. A result with two elements on
+ * one address (an expanded view) has no such reading and is refused. */
+
+static bool reads_while_writing(int kind)
+{
+    return kind == TC_KIND_EW || kind == TC_KIND_CONVERT || kind == TC_KIND_SELECT || kind == TC_KIND_REDUCE ||
+           kind == TC_KIND_SCAN || kind == TC_KIND_OPTIM;
+}
+
+/* Before the results are resized (so a refused call changes nothing): a given result that
+ * keeps its size keeps its strides, and a stride of 0 along a dim of size > 1 puts several
+ * elements on one address. Ops that read no tensor (fill) may write there: every write
+ * is the same value. Random ops check this themselves. */
+static tc_status check_results_not_expanded(const tc_kcall *k, const tc_outspec *spec)
+{
+    if (k->nin == 0 || k->info->kind == TC_KIND_RANDOM) return TC_OK;
+    for (int o = 0; o < spec->nout; o++) {
+        const tc_tensor *t = k->out[o];
+        if (!t || !t->storage || t->ndim != spec->ndim[o] ||
+            memcmp(t->size, spec->size[o], sizeof(int64_t) * (size_t)t->ndim))
+            continue; /* absent, or resized below into a contiguous layout */
+        for (int d = 0; d < t->ndim; d++)
+            if (t->stride[d] == 0 && t->size[d] > 1) {
+                char b[TC_SHAPE_BUF];
+                return tc_set_error(TC_ERR_ARG,
+                                    "%s: result %d of size %s is an expanded view (stride 0 in dim %d), so several "
+                                    "of its elements share one address; write into a tensor of its own (:clone())",
+                                    k->info->name, o + 1, tc_shape_str(t, b, sizeof b), d + 1);
+            }
+    }
+    return TC_OK;
+}
+
+static bool same_elements_in_order(const tc_tensor *a, const tc_tensor *b)
+{
+    return a == b || (a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim &&
+                      !memcmp(a->size, b->size, sizeof(int64_t) * (size_t)a->ndim) &&
+                      !memcmp(a->stride, b->stride, sizeof(int64_t) * (size_t)a->ndim));
+}
+
+/* After the results are set up: every input that shares elements with a result, other
+ * than as the same elements in the same order, is copied into aside[i] and read from
+ * there (in[] is k's new input list). */
+static tc_status read_overlapping_inputs_aside(tc_kcall *k, const tc_tensor **in, tc_tensor **aside, int max)
+{
+    static const tc_params same_dtype = {.i = {-1}};
+    if (!reads_while_writing(k->info->kind)) return TC_OK;
+    bool any = false;
+    for (int i = 0; i < k->nin; i++) {
+        const tc_tensor *t = k->in[i];
+        bool apart = false;
+        for (int o = 0; o < k->nout && t && !apart; o++)
+            apart = k->out[o] && tc_tensor_numel(t) > 0 && !same_elements_in_order(t, k->out[o]) &&
+                    tc_tensor_shares_elements(t, k->out[o]);
+        if (!apart) continue;
+        if (k->nin > max)
+            return tc_set_error(TC_ERR_ARG, "%s: an input overlapping the result among more than %d inputs",
+                                k->info->name, max);
+        if (!any)
+            for (int j = 0; j < k->nin; j++) in[j] = k->in[j];
+        any = true;
+        tc_status s = tc_op_exec(TC_OP_COPY, &t, 1, &same_dtype, &aside[i], 1);
+        if (s) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s: copying input %d, which overlaps the result: %s", k->info->name, i + 1,
+                     tc_last_error());
+            return tc_set_error(s, "%s", msg);
+        }
+        in[i] = aside[i];
+    }
+    if (any) k->in = in;
+    return TC_OK;
+}
+
 static inline void bump_version(tc_tensor *t)
 {
     if (t && t->storage) t->storage->version++;
@@ -286,13 +369,21 @@ tc_status tc_op_exec(tc_op op, const tc_tensor *const *in, int nin, const tc_par
     if (device != TC_CPU) TRY(tc_cuda_check_device(info->name, device));
     tc_outspec spec = {0};
     TRY(prepare_of_kind[info->kind](&k, &spec));
+    TRY(check_results_not_expanded(&k, &spec));
     bool fresh[2] = {false, false};
+    enum { MAX_ASIDE = 8 };
+    const tc_tensor *apart_in[MAX_ASIDE];
+    tc_tensor *aside[MAX_ASIDE] = {0};
     tc_status s = setup_outputs(&k, &spec, device, res, fresh);
     if (s == TC_OK && !tc_exec_shape_only) { /* shape-only: results allocated, not computed */
         k.nout = spec.nout;
+        s = read_overlapping_inputs_aside(&k, apart_in, aside, MAX_ASIDE);
+    }
+    if (s == TC_OK && !tc_exec_shape_only) {
         if (info->kind == TC_KIND_CONVERT && k.in[0]->device != res[0]->device) s = tc_copy_across_devices(&k);
         else s = device == TC_CPU ? kern(&k) : run_on_device(&k, kern, device);
     }
+    for (int i = 0; i < MAX_ASIDE; i++) tc_tensor_release(aside[i]);
     if (s) {
         for (int o = 0; o < 2; o++)
             if (fresh[o]) tc_tensor_release(res[o]);

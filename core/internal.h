@@ -61,6 +61,10 @@ bool tc_same_shape(const tc_tensor *a, const tc_tensor *b);
  * must not write what they still read test this, not the storage alone: a compiled graph
  * keeps all its values in one arena storage. */
 bool tc_tensor_overlaps(const tc_tensor *a, const tc_tensor *b);
+/* Whether a and b have an element at a common address. Exact for two views of one layout at
+ * different offsets (column blocks of a matrix interleave but share nothing); for other
+ * layouts it is tc_tensor_overlaps, which may say yes for interleaved views. */
+bool tc_tensor_shares_elements(const tc_tensor *a, const tc_tensor *b);
 /* Byte address of element 0 of t. */
 static inline char *tc_base(const tc_tensor *t)
 {

@@ -559,3 +559,41 @@ bool tc_tensor_overlaps(const tc_tensor *a, const tc_tensor *b)
     tc_tensor_byte_span(b, &blo, &bhi);
     return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
 }
+
+/* Whether some sum of j_k * st[k] with |j_k| < sz[k] equals d. The strides are sorted
+ * largest first and nested (each exceeds the reach of the smaller ones), so the remainder
+ * after dim 0 must lie within that reach: only floor(d / st[0]) and the next j qualify. */
+static bool offset_reachable(int64_t d, const int64_t *st, const int64_t *sz, int n)
+{
+    if (n == 0) return d == 0;
+    int64_t rest = 0;
+    for (int k = 1; k < n; k++) rest += (sz[k] - 1) * st[k];
+    int64_t q = d / st[0] - (d % st[0] != 0 && d < 0);
+    for (int64_t j = q; j <= q + 1; j++) {
+        int64_t r = d - j * st[0];
+        if (j > -sz[0] && j < sz[0] && r >= -rest && r <= rest && offset_reachable(r, st + 1, sz + 1, n - 1))
+            return true;
+    }
+    return false;
+}
+
+bool tc_tensor_shares_elements(const tc_tensor *a, const tc_tensor *b)
+{
+    if (!tc_tensor_overlaps(a, b)) return false;
+    if (a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->size, b->size, sizeof(int64_t) * (size_t)a->ndim) ||
+        memcmp(a->stride, b->stride, sizeof(int64_t) * (size_t)a->ndim))
+        return true; /* different layouts: the byte spans decide */
+    int64_t st[TC_MAX_DIMS], sz[TC_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->size[d] == 1) continue;
+        if (a->stride[d] <= 0) return true; /* expanded or reversed: not worth an exact answer */
+        int k = n++;
+        for (; k > 0 && st[k - 1] < a->stride[d]; k--) st[k] = st[k - 1], sz[k] = sz[k - 1];
+        st[k] = a->stride[d], sz[k] = a->size[d];
+    }
+    int64_t reach = 0;
+    for (int k = n - 1; k >= 0; reach += (sz[k] - 1) * st[k], k--)
+        if (st[k] <= reach) return true; /* a self-overlapping layout (unfold) */
+    return offset_reachable(b->offset - a->offset, st, sz, n);
+}

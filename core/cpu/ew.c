@@ -246,6 +246,8 @@ bool tc_cpu_ew_fast(tc_op op, const tc_opinfo *info, const tc_tensor *const *in,
         const tc_tensor *t = in[i];
         if (!t || t->dtype != dt || !t->storage || t->storage->device != TC_CPU) return false;
         int64_t tn = tc_tensor_numel(t);
+        if (t->storage == out->storage && !(t->offset == out->offset && tn == n))
+            return false; /* shares memory with out other than element for element: dispatch.c */
         if (tn == 1 && t->ndim <= out->ndim) st[i + 1] = 0;
         else if (tc_same_shape(t, out) && tc_tensor_is_contiguous(t)) st[i + 1] = es;
         else return false;

@@ -569,3 +569,31 @@ TEST(cuda_dev_optim_step)
     if (!mock_backend()) CHECK(optim_fallbacks() == fb);
     ct_drop();
 }
+
+/* A result over a transposed or shifted view of its own input reads the input from a copy
+ * (dispatch.c), on the device as on the CPU. */
+TEST(cuda_dev_result_overlapping_its_input)
+{
+    if (!have_device(ctest_failed)) return;
+    const int64_t n = 300;
+    tc_tensor *x = ct_keep(ct_arange(TC_F32, 2, SZ(n, n))), *want = NULL;
+    CHECK_OK(ct_run1(TC_OP_ADD, x, ct_keep(ct_transposed(x, 0, 1)), NULL, P(.s = {1}), &want));
+    ct_keep(want);
+    tc_tensor *dx = on_dev(x), *dxt = dx ? ct_keep(ct_transposed(dx, 0, 1)) : NULL, *out = dx;
+    if (!dxt) {
+        ct_drop();
+        return;
+    }
+    CHECK_OK(ct_run1(TC_OP_ADD, dx, dxt, NULL, P(.s = {1}), &out));
+    CHECK(out == dx && dev_near(dx, want, 0));
+    /* a shifted copy: row r + 1 = old row r */
+    tc_tensor *head = NULL, *tail = NULL;
+    CHECK_OK(tc_op_run(TC_OP_NARROW, (const tc_tensor *const[]){dx}, 1, P(.i = {0, 0, n - 1}), &head, 1));
+    CHECK_OK(tc_op_run(TC_OP_NARROW, (const tc_tensor *const[]){dx}, 1, P(.i = {0, 1, n - 1}), &tail, 1));
+    ct_keep(head), ct_keep(tail);
+    tc_tensor *res = tail;
+    CHECK_OK(ct_run1(TC_OP_COPY, head, NULL, NULL, P(.i = {-1}), &res));
+    tc_tensor *h = host(dx);
+    CHECK(h && ct_at(h, n) == ct_at(want, 0) && ct_at(h, (n - 1) * n + 5) == ct_at(want, (n - 2) * n + 5));
+    ct_drop();
+}
