@@ -171,8 +171,9 @@ static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, int de
  * for a clone(); Torch7 gave whatever its loop gave. We read such an input from a copy
  * made first: the call then gives what it gives on a clone, costing a copy only in this
  * case. Kinds whose kernels already do this themselves (index, sort, cat, matmul, rnn,
- * attention) or write only fresh results are left to them. A result with two elements on
- * one address (an expanded view) has no such reading and is refused. */
+ * attention) are left to them; the nn kinds (conv, pool, softmax, norm), whose results are
+ * the modules' own buffers, are not checked. A result with two elements on one address (an
+ * expanded view) has no such reading and is refused. */
 
 static bool reads_while_writing(int kind)
 {
