@@ -366,16 +366,31 @@ static void view_as_output(const tc_tensor *in, const tc_tensor *out, tc_cuda_vi
     v->numel = tc_numel_of(out->ndim, out->size);
 }
 
-static bool random_elementwise(tc_op op) { return op != TC_OP_RANDPERM && op != TC_OP_MULTINOMIAL; }
+/* The Philox slots a random op draws, as the CPU kernel reserves them (cpu/random.c): one
+ * per two elements for the elementwise samplers, one per step of randperm, one per sample
+ * (with replacement) or per category (without) of each multinomial row. */
+static uint64_t random_slots(const tc_kcall *k)
+{
+    int64_t n = tc_tensor_numel(k->out[0]);
+    if (n == 0) return 0;
+    if (k->op == TC_OP_RANDPERM) return (uint64_t)n;
+    if (k->op == TC_OP_MULTINOMIAL) {
+        const tc_tensor *p = k->in[0];
+        int64_t rows = p->ndim == 2 ? p->size[0] : 1, ncat = p->size[p->ndim - 1];
+        return (uint64_t)(rows * (k->p->i[1] ? k->p->i[0] : ncat));
+    }
+    return ((uint64_t)n + 1) / 2;
+}
 
-/* Random ops inside a capture: randperm and multinomial run on the host, which a graph
- * cannot record (the generator check is cuda_kernel's, with the slots). */
+/* Random ops inside a capture: randperm waits for the device between its rounds and
+ * multinomial's probabilities are checked on the host, which a graph cannot record (the
+ * generator check is cuda_kernel's, with the slots). */
 static tc_status random_capturable(const tc_kcall *k, int device)
 {
-    if (random_elementwise(k->op)) return TC_OK;
-    return tc_cuda_capture_refuse(k->info->name, device, "draw random numbers on the host",
-                                  "randperm and multinomial have no CUDA kernel; draw them outside the capture and "
-                                  "pass them in");
+    if (k->op != TC_OP_RANDPERM && k->op != TC_OP_MULTINOMIAL) return TC_OK;
+    return tc_cuda_capture_refuse(k->info->name, device, "wait for the device",
+                                  "randperm reads how many swaps are left between its rounds and multinomial checks its "
+                                  "probabilities on the host; draw them outside the capture and pass them in");
 }
 
 static tc_status cuda_kernel(const tc_kcall *k)
@@ -425,14 +440,14 @@ static tc_status cuda_kernel(const tc_kcall *k)
     }
     for (int o = 0; o < k->nout; o++) view_of(k->out[o], &call.out[o]);
 
-    /* Random ops: the CPU kernel's slots (one Philox block per two elements); given back
+    /* Random ops: the CPU kernel's slots (random_slots); given back
      * when the backend declines, so the host fallback draws the same numbers. Captured: the
      * slots are the capture's (cuda_stream.c), the generator is not touched. */
     uint8_t saved[64];
     size_t saved_n = 0;
     tc_generator *gen = k->p->gen ? k->p->gen : tc_generator_default();
-    bool draws = k->info->kind == TC_KIND_RANDOM && random_elementwise(k->op) && call.out[0].numel > 0;
-    uint64_t nslots = ((uint64_t)call.out[0].numel + 1) / 2;
+    uint64_t nslots = k->info->kind == TC_KIND_RANDOM ? random_slots(k) : 0;
+    bool draws = nslots > 0;
     int captured = draws ? tc_cuda_capture_philox(dev, k->p->gen, nslots, &call.philox_key, &call.philox_base) : 0;
     if (captured < 0) {
         if (views != small) free(views);

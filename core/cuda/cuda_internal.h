@@ -105,6 +105,7 @@ CU_HIDDEN tc_status cu_op_reduce(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_scan(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_softmax(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_random(int dev, const tc_cuda_call *c);
+CU_HIDDEN tc_status cu_op_random_seq(int dev, const tc_cuda_call *c); /* randperm, multinomial */
 CU_HIDDEN tc_status cu_op_index(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_sort(int dev, const tc_cuda_call *c);
 CU_HIDDEN tc_status cu_op_join(int dev, const tc_cuda_call *c);

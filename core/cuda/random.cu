@@ -16,8 +16,7 @@
  * are the shared host/device functions of cu_elem.h, which tests/c/test_cuda_elem.c checks
  * against the CPU ops. One thread makes both elements of a slot (Box-Muller needs both).
  *
- * Not here: randperm (sequential Fisher-Yates) and multinomial answer TC_ERR_UNSUPPORTED,
- * so libtocha runs them on the host.
+ * Not here: randperm and multinomial, sequential on the CPU (random_seq.cu).
  */
 #include "cuda_internal.h"
 #include "cu_elem.h"
@@ -127,7 +126,7 @@ tc_status cu_op_random(int dev, const tc_cuda_call *c)
     switch (c->op) {
     case TC_OP_UNIFORM: case TC_OP_NORMAL: case TC_OP_BERNOULLI: case TC_OP_RANDOM:
     case TC_OP_EXPONENTIAL: case TC_OP_CAUCHY: case TC_OP_LOG_NORMAL: case TC_OP_GEOMETRIC: break;
-    default: return cu_unsupported(c); /* randperm, multinomial: host */
+    default: return cu_op_random_seq(dev, c); /* randperm, multinomial */
     }
     if (c->nout < 1) return cu_fail(TC_ERR_ARG, "%s: no result", name);
     const tc_cuda_view *out = &c->out[0];

@@ -120,7 +120,7 @@ static tc_status refuse_uncapturable(const tc_graph *g, const plan *pl)
         int kind = nd->op < TC_OP_COUNT ? tc_op_info((tc_op)nd->op)->kind : -1;
         const char *why = s->mode == S_CONTROL      ? "reads its predicate on the host"
                           : kind == TC_KIND_INDEX && !index_capturable(nd->op) ? "counts a mask on the host"
-                          : nd->op == TC_OP_RANDPERM || nd->op == TC_OP_MULTINOMIAL ? "draws random numbers on the host"
+                          : nd->op == TC_OP_RANDPERM || nd->op == TC_OP_MULTINOMIAL ? "waits for the device"
                                                    : NULL;
         if (why)
             return tc_set_error(TC_ERR_UNSUPPORTED,

@@ -122,6 +122,97 @@ TEST(cuda_dev_rngcap_eager_draws_match_cpu)
     ct_drop();
 }
 
+/* ---- randperm and multinomial: sequential on the CPU, the same numbers on the device ---- */
+
+/* Runs op on (in or nothing) into *o (NULL: allocated) from seed 9; the generator's state after. */
+static tc_status seq_draw(tc_op op, const tc_tensor *in, int64_t i0, int64_t i1, tc_tensor **o, gen_state *after)
+{
+    const tc_tensor *ins[1] = {in};
+    tc_generator_seed(NULL, 9);
+    tc_status s = tc_op_run(op, ins, in ? 1 : 0, P(.i = {i0, i1}), o, 1);
+    *after = state_of(NULL);
+    if (s) printf("  %s: %s\n", tc_op_info(op)->name, tc_last_error());
+    return s;
+}
+
+static int64_t seq_fallbacks(void)
+{
+    return tc_cuda_host_fallbacks(TC_OP_RANDPERM) + tc_cuda_host_fallbacks(TC_OP_MULTINOMIAL);
+}
+
+/* randperm: the Fisher-Yates swaps in rounds (random_seq.cu) end in the CPU's permutation,
+ * for sizes below and above the rounds between the host's checks, into int64 (in place),
+ * int32 and float32 (converted) and a strided int64 column. */
+TEST(cuda_dev_rngcap_randperm_matches_cpu)
+{
+    if (!have_device()) return;
+    int64_t fallbacks = seq_fallbacks();
+    static const int64_t ns[] = {1, 2, 3, 17, 1000, 4099};
+    static const tc_dtype dts[] = {TC_I64, TC_I32, TC_F32, TC_I64};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+        for (int v = 0; v < 4; v++) {
+            int64_t n = ns[k];
+            tc_tensor *c = ct_keep(ct_arange(dts[v], 1, SZ(n)));
+            tc_tensor *d = dev_tensor(dts[v], 1, SZ(n));
+            if (v == 3) { /* column 1 of an (n, 2) tensor: stride 2 */
+                tc_tensor *wide = dev_tensor(TC_I64, 2, SZ(n, 2)), *col = NULL;
+                CHECK_OK(ct_run1(TC_OP_SELECT, wide, NULL, NULL, P(.i = {1, 1}), &col));
+                d = ct_keep(col);
+                CHECK(d && d->stride[0] == 2);
+            }
+            gen_state cpu_after, dev_after;
+            CHECK_OK(seq_draw(TC_OP_RANDPERM, NULL, n, 0, &c, &cpu_after));
+            CHECK_OK(seq_draw(TC_OP_RANDPERM, NULL, n, 0, &d, &dev_after));
+            CHECK(same_state(cpu_after, dev_after));
+            if (!same(c, host(d))) {
+                printf("  randperm(%lld) into %s%s differs from the CPU\n", (long long)n, tc_dtype_name(dts[v]),
+                       v == 3 ? " (strided)" : "");
+                *ctest_failed = 1;
+            }
+        }
+    if (!ct_cuda_mock()) CHECK(seq_fallbacks() == fallbacks); /* the kernels ran: no host fallback */
+    long long rounds = ct_cuda_emu_launches("perm_commit");
+    if (rounds >= 0) printf("  %lld rounds of swaps over the emulator\n", rounds);
+    if (rounds >= 0) CHECK(rounds >= 24 * 2); /* 24 calls; 8 rounds before the first look */
+    ct_drop();
+}
+
+/* multinomial with and without replacement, 1-D and 2-D (strided rows, zero weights),
+ * float64, float32 and float16 weights, a row long enough for cub's radix path. */
+TEST(cuda_dev_rngcap_multinomial_matches_cpu)
+{
+    if (!have_device()) return;
+    int64_t fallbacks = seq_fallbacks();
+    /* 3 rows of 7 categories, stored transposed; row 1 has two zero weights */
+    tc_tensor *w2 = ct_keep(ct_transposed(ct_keep(ct_from(TC_F64, 2, SZ(7, 3),
+                                                          VALS(0.1, 0, 5, 0.2, 1, 1, 0.3, 0, 1, 0.4, 1, 1, 0.5, 2,
+                                                               1, 0.6, 1, 1, 0.7, 3, 1))), 0, 1));
+    tc_tensor *big = ct_keep(ct_arange(TC_F32, 1, SZ(5000))); /* weights 0..4999: category 0 never drawn */
+    tc_tensor *small = ct_keep(ct_from(TC_F16, 1, SZ(4), VALS(1, 0.5, 0.25, 2)));
+    static const struct {
+        int which;
+        int64_t samples, repl;
+    } cases[] = {{0, 50, 1}, {0, 4, 0}, {1, 1000, 1}, {1, 300, 0}, {2, 9, 1}, {2, 4, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tc_tensor *wc = cases[k].which == 0 ? w2 : cases[k].which == 1 ? big : small;
+        tc_tensor *wd = ct_to(wc, DEV), *c = NULL, *d = NULL;
+        gen_state cpu_after, dev_after;
+        CHECK_OK(seq_draw(TC_OP_MULTINOMIAL, wc, cases[k].samples, cases[k].repl, &c, &cpu_after));
+        CHECK_OK(seq_draw(TC_OP_MULTINOMIAL, wd, cases[k].samples, cases[k].repl, &d, &dev_after));
+        ct_keep(c), ct_keep(d);
+        CHECK(d && d->device == DEV && d->dtype == TC_I64);
+        CHECK(same_state(cpu_after, dev_after));
+        if (!same(c, host(d))) {
+            printf("  multinomial case %zu differs from the CPU\n", k);
+            *ctest_failed = 1;
+        }
+    }
+    if (!ct_cuda_mock()) CHECK(seq_fallbacks() == fallbacks);
+    long long cdf = ct_cuda_emu_launches("mn_cdf"), keys = ct_cuda_emu_launches("mn_keys");
+    if (cdf >= 0) CHECK(cdf == 3 && keys == 3); /* three cases each way, over the emulator */
+    ct_drop();
+}
+
 /* ---- captured draws ---------------------------------------------------------------------- */
 
 /* The ops under test: uniform into a, normal into a transposed view of b (strided), bernoulli
@@ -300,11 +391,11 @@ TEST(cuda_dev_rngcap_refusals)
     CHECK_OK(draw(TC_OP_UNIFORM, a, 0, 1, tc_generator_default()));
     CHECK_OK(tc_cuda_graph_end(0, &g));
     tc_cuda_graph_free(g);
-    /* randperm (a host draw) */
+    /* randperm (it waits for the device between rounds) */
     tc_tensor *perm = dev_tensor(TC_I64, 1, SZ(5)), *o = perm;
     CHECK_OK(tc_cuda_graph_begin(0, NULL));
     CHECK_ERR(tc_op_run(TC_OP_RANDPERM, NULL, 0, P(.i = {5}), &o, 1), TC_ERR_UNSUPPORTED,
-              "randperm: cannot draw random numbers on the host while a CUDA graph is being captured");
+              "randperm: cannot wait for the device while a CUDA graph is being captured");
     CHECK_ERR(tc_cuda_graph_end(0, &g), TC_ERR_UNSUPPORTED, "failed, no graph was made");
     /* bernoulli with device probabilities checks them on the host first: refused */
     tc_tensor *pd = ct_to(ct_keep(ct_from(TC_F32, 1, SZ(4), VALS(0.1, 0.2, 0.3, 0.4))), DEV);

@@ -4,7 +4,8 @@
 -- padded rows, transposed results, stride-0 batches, k = 0, NaN in M with beta 0, TF32 by
 -- flag) in float32/float64/float16/bfloat16, the sort family on rows past the in-block sort
 -- (cub's segmented sort) in 8 dtypes with NaN, -0 and ties, and masked_select / nonzero
--- (cub's scan), each against the CPU. Prints key=value lines (cuda_child_helper.lua).
+-- (cub's scan), randperm and multinomial, each against the CPU. Prints key=value lines
+-- (cuda_child_helper.lua).
 require 'torch'
 local H = dofile('tests/lua/cuda_child_helper.lua')
 assert(torch.cuda.isAvailable(), 'cuda unavailable')
@@ -119,6 +120,19 @@ local x = torch.randn(50, 101):float()
 local m = x:gt(0.3):byte()
 check(maxdiff(x:maskedSelect(m), x:cuda():maskedSelect(m:type('torch.CudaByteTensor')):float()) == 0, 'maskedSelect')
 check(x:gt(0.3):nonzero():eq(x:cuda():gt(0.3):nonzero():long()):all(), 'nonzero')
+-- randperm (the CPU's swaps in parallel rounds) and multinomial (core/cuda/random_seq.cu):
+-- the CPU's numbers for a seed, on the device
+for _, n in ipairs({1, 10, 2500}) do
+  torch.manualSeed(3); local c = torch.LongTensor():randperm(n)
+  torch.manualSeed(3); local g = torch.CudaLongTensor():randperm(n)
+  check(g:type() == 'torch.CudaLongTensor' and c:eq(g:long()):all(), 'randperm ' .. n)
+end
+local probs = torch.rand(4, 300):float(); probs[2]:narrow(1, 1, 100):zero()
+for _, repl in ipairs({true, false}) do
+  torch.manualSeed(4); local c = torch.multinomial(probs, 20, repl)
+  torch.manualSeed(4); local g = torch.multinomial(probs:cuda(), 20, repl)
+  check(g:type() == 'torch.CudaLongTensor' and c:eq(g:long()):all(), 'multinomial replacement=' .. tostring(repl))
+end
 H.put('passes', passes)
 H.put('failed', table.concat(failed, '; '))
 H.put('fallbacks', (torch.cuda.hostFallbacks()))

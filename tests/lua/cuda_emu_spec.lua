@@ -26,10 +26,10 @@ describe_emu('cuBLAS and cub paths of the CUDA backend over the emulator', funct
    local got, out
    setup(function() got, out = over_emulator('tests/lua/cuda_emu_child.lua') end)
 
-   it('match the CPU: products over every layout and half type, long sorts, masked_select, nonzero', function()
+   it('match the CPU: products over every layout and half type, long sorts, masked_select, nonzero, randperm, multinomial', function()
       assert.are.equal('true', got.done, 'the child failed:\n' .. out)
       assert.are.equal('', got.failed)
-      assert.are.equal('136', got.passes) -- every check ran
+      assert.are.equal('141', got.passes) -- every check ran
       assert.are.equal('0', got.fallbacks) -- all on the device (host fallback is off, too)
    end)
 end)
