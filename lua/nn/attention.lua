@@ -201,7 +201,7 @@ function MHA:updateOutput(input)
    end
    local o
    if am == nil and kpm == nil and self.needWeights == false and (self.dropout == 0 or self.train == false)
-      and torch._math.fused_attention_ok(qh) then
+      and torch._math.fused_attention_ok(qh, vh) then
       -- nothing but softmax(q k^T / sqrt(hd)) v: the fused op, no (L, S) scores stored
       self.attnWeights = nil
       o = torch._attention(qh, kh, vh, 1 / math.sqrt(hd), self.causal)

@@ -430,12 +430,16 @@ function torch._attention(q, k, v, scale, causal)
    return out, lse
 end
 
--- Whether the fused attention op may run on t's device: always on the CPU; on a CUDA device
--- unless torch.backends.cuda.enable_flash_sdp(false) (PyTorch's switch for its flash kernel;
--- off, attention takes the two products around a softmax there, as PyTorch's math path).
+-- Whether the fused attention op may run for queries q and values v: always on the CPU; on a
+-- CUDA device unless torch.backends.cuda.enable_flash_sdp(false) (PyTorch's switch for its
+-- flash kernel; off, attention takes the two products around a softmax there, as PyTorch's
+-- math path) or the feature sizes pass the CUDA kernels' largest (core/cuda/attention.cu),
+-- where the fused op would run on the host: the products and the softmax stay on the device.
 M.flash_sdp = true
-function M.fused_attention_ok(t)
-   return M.flash_sdp or t.p.device == C.TC_CPU
+M.cuda_attention_max_features = 128
+function M.fused_attention_ok(q, v)
+   if q.p.device == C.TC_CPU then return true end
+   return M.flash_sdp and math.max(q:size(q:dim()), v:size(v:dim())) <= M.cuda_attention_max_features
 end
 
 -- softmax(q k^T scale) v through the fused op: no mask, no dropout, no weights wanted.
@@ -484,7 +488,7 @@ function torch.scaledDotProductAttention(query, key, value, opts)
    end
    -- the steps' own errors (tensors on different devices, ...) are reported at the caller
    -- weights wanted, a mask or dropout: the two products around a softmax; else the fused op
-   local composed = opts.needWeights or opts.mask ~= nil or (opts.dropout or 0) > 0 or not M.fused_attention_ok(query)
+   local composed = opts.needWeights or opts.mask ~= nil or (opts.dropout or 0) > 0 or not M.fused_attention_ok(query, value)
    local okr, out, w = pcall(composed and attend or attend_fused, query, key, value, opts, lead, N, L, S, E, Ev)
    if not okr then
       if type(out) ~= 'string' then error(out, 0) end -- a graph break and the like, as they are

@@ -560,6 +560,25 @@ do
    res[#res + 1] = tostring((fused - plain):abs():max() < 1e-6 and (sd - sf):abs():max() < 1e-6)
    put('flash_sdp', table.concat(res, ' '))
    put('flash_sdp_bad', select(2, pcall(function() torch.backends.cuda.enable_flash_sdp(1) end)))
+   -- feature sizes past the CUDA kernels' 128: the composed path on the device, not the
+   -- fused op on the host (the same numbers); 128 itself is fused
+   local function host_attention() return select(2, torch.cuda.hostFallbacks()).attention or 0 end
+   local wide = {}
+   for _, e in ipairs({128, 136}) do
+      local qc, kc, vc = torch.randn(2, 3, e), torch.randn(2, 4, e), torch.randn(2, 4, 148 - e)
+      local q, k, v = qc:cuda():requires_grad_(true), kc:cuda(), vc:cuda()
+      local before = host_attention()
+      local o = torch.scaledDotProductAttention(q, k, v, {causal = true})
+      local on_host = host_attention() - before
+      local oc = torch.scaledDotProductAttention(qc, kc, vc, {causal = true})
+      wide[#wide + 1] = e .. ' ' .. path(o) .. ' ' .. tostring((o:double() - oc:double()):abs():max() < 1e-5)
+      if e > 128 then wide[#wide + 1] = 'host ' .. on_host end
+   end
+   local mw = nn.MultiheadAttention(2 * 136, 2, {batchFirst = true, needWeights = false}):cuda()
+   local before = host_attention()
+   local ow = mw(torch.randn(1, 3, 2 * 136):cuda():requires_grad_(true))
+   wide[#wide + 1] = 'mha ' .. path(ow) .. ' host ' .. (host_attention() - before)
+   put('wide_heads', table.concat(wide, ', '))
 end
 
 ---------------------------------------------------------------------------------------------

@@ -158,6 +158,12 @@ local function backend(title, env, needs_mock)
             'torch.backends.cuda.enable_flash_sdp: expected a boolean, got number', got.flash_sdp_bad)
       end)
 
+      it('takes the composed path on the device for feature sizes past the CUDA kernels\' 128', function()
+         -- E 128 (Ev 20) fused; E 136 (Ev 12) and MHA's 136-wide heads composed, equal to the
+         -- CPU, and the fused op never ran on the host
+         assert.are.equal('128 fused true, 136 composed true, host 0, mha composed host 0', got.wide_heads)
+      end)
+
       it('has tril, triu, eye, range, linspace, logspace and histc on device tensors', function()
          assert.are.equal('true true true 1,0,0,4,5,0,7,8,9 1', got.tril)
          assert.are.equal('0,1,1,0,0,1,0,0,0 torch.CudaDoubleTensor', got.triu_grad)
