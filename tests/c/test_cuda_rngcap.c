@@ -207,6 +207,19 @@ TEST(cuda_dev_rngcap_multinomial_matches_cpu)
             *ctest_failed = 1;
         }
     }
+    /* bad input on the device: refused before any draw, the generator and result untouched */
+    tc_tensor *bad = ct_to(ct_keep(ct_from(TC_F32, 1, SZ(3), VALS(0.5, -1, 2))), DEV), *none = NULL;
+    const tc_tensor *bin[1] = {bad};
+    gen_state before = state_of(NULL);
+    CHECK_ERR(tc_op_run(TC_OP_MULTINOMIAL, bin, 1, P(.i = {2, 1}), &none, 1), TC_ERR_ARG,
+              "multinomial: probability -1 (row 0, category 1) must be finite and non-negative");
+    bin[0] = ct_to(ct_keep(ct_from(TC_F16, 1, SZ(4), VALS(1, 0, 0.25, 2))), DEV);
+    CHECK_ERR(tc_op_run(TC_OP_MULTINOMIAL, bin, 1, P(.i = {4, 0}), &none, 1), TC_ERR_ARG,
+              "multinomial: row 0 has 3 non-zero categories, cannot draw 4 samples without replacement");
+    tc_tensor *bytes = dev_tensor(TC_U8, 1, SZ(4));
+    CHECK_ERR(tc_op_run(TC_OP_RANDPERM, NULL, 0, P(.i = {300}), &bytes, 1), TC_ERR_ARG,
+              "randperm: n = 300 does not fit in uint8");
+    CHECK(none == NULL && bytes->size[0] == 4 && same_state(before, state_of(NULL)));
     if (!ct_cuda_mock()) CHECK(seq_fallbacks() == fallbacks);
     long long cdf = ct_cuda_emu_launches("mn_cdf"), keys = ct_cuda_emu_launches("mn_keys");
     if (cdf >= 0) CHECK(cdf == 3 && keys == 3); /* three cases each way, over the emulator */
