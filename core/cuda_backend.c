@@ -440,9 +440,9 @@ static tc_status cuda_kernel(const tc_kcall *k)
     }
     for (int o = 0; o < k->nout; o++) view_of(k->out[o], &call.out[o]);
 
-    /* Random ops: the CPU kernel's slots (random_slots); given back
-     * when the backend declines, so the host fallback draws the same numbers. Captured: the
-     * slots are the capture's (cuda_stream.c), the generator is not touched. */
+    /* Random ops: the CPU kernel's slots (random_slots); given back when the backend
+     * declines, so the host fallback draws the same numbers. Captured: the slots are the
+     * capture's (cuda_stream.c), the generator is not touched. */
     uint8_t saved[64];
     size_t saved_n = 0;
     tc_generator *gen = k->p->gen ? k->p->gen : tc_generator_default();
