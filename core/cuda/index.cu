@@ -32,11 +32,13 @@
  * outside the dim is skipped (nothing outside the tensors is read or written) and the first
  * such value is recorded in the device's error word (cuda_api.h version 5, stream.cu), which
  * libtocha reads at its next wait for the device and reports (docs/cuda.md).
- * "out is dst" ops copy dst into out first unless they run in place; an output sharing
- * memory with an input it does not replace exactly answers TC_ERR_UNSUPPORTED (the host
- * runs the op on a private copy).
+ * "out is dst" ops copy dst into out first unless they run in place. An input sharing
+ * memory with the output (other than the dst an in-place op updates) is read from a private
+ * copy in scratch, so no thread reads what another has written: the CPU's result, where
+ * every input is read before the result changes.
  */
 #include "kern.h"
+#include "strided.h"
 #include <cub/cub.cuh>
 #include <string.h>
 
@@ -584,16 +586,18 @@ tc_status cu_op_index(int dev, const tc_cuda_call *c)
     const int edt = c->in[0].dtype;
     if ((op == TC_OP_INDEX_ADD || op == TC_OP_SCATTER_ADD) && edt == TC_BOOL) return cu_unsupported(c);
     const bool dst = writes_dst(op), inplace = dst && same_view(c->out[0], c->in[0]);
-    /* An output sharing memory with an input it does not replace exactly: the host runs it. */
-    for (int i = 0; i < c->nin; i++) {
-        if (inplace && i == 0) continue;
-        if (views_overlap(c->out[0], c->in[i])) return cu_unsupported(c);
-    }
     if (c->out[0].numel == 0 || !c->out[0].data) return TC_OK;
     ixcall x{dev, c, edt};
     tc_cuda_view out = norm(c->out[0]), in[3];
-    for (int i = 0; i < c->nin; i++) in[i] = norm(c->in[i]);
+    scratch aside[3] = {scratch(dev), scratch(dev), scratch(dev)};
     tc_status s;
+    for (int i = 0; i < c->nin; i++) {
+        in[i] = c->in[i];
+        if (!(inplace && i == 0) && views_overlap(c->out[0], c->in[i]) &&
+            (s = cu_private_copy(dev, &c->in[i], &in[i], &aside[i].p, cu_op_name(op))))
+            return s;
+        in[i] = norm(in[i]);
+    }
     if (dst && !inplace && (s = copy_view(x, out, in[0]))) return s;
     int64_t dim = c->params.i[0];
     int d = (int)(dim < 0 ? dim + in[0].ndim : dim);

@@ -19,10 +19,11 @@
  * radix order equals the CPU's; negated or complemented for a descending order),
  * cub::DeviceSegmentedSort's stable pair sort (equal keys keep position order), then the
  * picks.
- * f16/bf16 sort as float (exact). An output sharing memory with the input answers
- * TC_ERR_UNSUPPORTED (the host sorts a copy).
+ * f16/bf16 sort as float (exact). An input sharing memory with an output (an in-place
+ * sort) is sorted from a private copy in scratch.
  */
 #include "kern.h"
+#include "strided.h"
 #include <cub/cub.cuh>
 
 using namespace tck;
@@ -268,11 +269,18 @@ void out_strides(const tc_cuda_view &o, int nd, int dim, int64_t *st)
 tc_status cu_op_sort(int dev, const tc_cuda_call *c)
 {
     if (c->nin < 1 || c->nout < 2) return cu_fail(TC_ERR_ARG, "%s: bad call", cu_op_name(c->op));
+    if (c->in[0].dtype == TC_BOOL) return cu_unsupported(c);
+    /* An output sharing memory with x (an in-place sort): the call reads a private copy. */
+    scratch aside(dev);
+    tc_cuda_view xcopy;
+    tc_cuda_call cc;
+    if (views_overlap(c->out[0], c->in[0]) || views_overlap(c->out[1], c->in[0])) {
+        if (tc_status s = cu_private_copy(dev, &c->in[0], &xcopy, &aside.p, cu_op_name(c->op))) return s;
+        cc = *c, cc.in = &xcopy, c = &cc;
+    }
     const tc_cuda_view &x = c->in[0], &v = c->out[0], &ix = c->out[1];
-    if (x.dtype == TC_BOOL) return cu_unsupported(c);
     if (v.numel == 0 || x.numel == 0) return TC_OK;
     if (!x.data || !v.data || !ix.data) return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(c->op));
-    if (views_overlap(v, x) || views_overlap(ix, x)) return cu_unsupported(c);
     const tc_params &p = c->params;
     int nd = x.ndim > 0 ? x.ndim : 1;
     int64_t dim = p.i[0] < 0 ? p.i[0] + nd : p.i[0];

@@ -147,6 +147,14 @@ tc_status cu_dense_input(int dev, const tc_cuda_view *v, tc_cuda_view *use, void
     *tmp = NULL;
     *use = *v;
     if (cu_view_is_dense(v) || v->numel == 0) return TC_OK;
+    return cu_private_copy(dev, v, use, tmp, what);
+}
+
+tc_status cu_private_copy(int dev, const tc_cuda_view *v, tc_cuda_view *use, void **tmp, const char *what)
+{
+    *tmp = NULL;
+    *use = *v;
+    if (v->numel == 0 || !v->data) return TC_OK;
     tc_status s = cu_scratch_alloc(dev, (size_t)v->numel * cu_elsize(v->dtype), tmp);
     if (s) return s;
     *use = cu_view_dense(v, *tmp);

@@ -16,7 +16,7 @@ CU_HIDDEN tc_cuda_view cu_view_dense(const tc_cuda_view *v, void *data);
 CU_HIDDEN bool cu_view_is_dense(const tc_cuda_view *v);
 /* dst = src, elementwise on dst's sizes; src (same dtype) broadcasts to dst by aligning
  * trailing dims (a missing or size-1 dim repeats). Bits are copied as they are. what names
- * the op in messages. Queued on the default stream. */
+ * the op in messages. Queued on the current stream (cu_stream). */
 CU_HIDDEN tc_status cu_strided_copy(const tc_cuda_view *dst, const tc_cuda_view *src, const char *what);
 /* v = w * v for a float dtype (f16/bf16 in float); w == 0 gives zeros whatever v held
  * (NaN included), as BLAS's beta == 0. */
@@ -24,6 +24,9 @@ CU_HIDDEN tc_status cu_strided_scale(const tc_cuda_view *v, double w, const char
 /* A contiguous scratch copy of v (*tmp: the block to free with cu_scratch_free, NULL when v
  * was already dense and *use is v itself). */
 CU_HIDDEN tc_status cu_dense_input(int dev, const tc_cuda_view *v, tc_cuda_view *use, void **tmp, const char *what);
+/* The same, but always a copy (*tmp NULL only for an empty or absent v): an input that
+ * shares memory with a result is read from its private copy while the result is written. */
+CU_HIDDEN tc_status cu_private_copy(int dev, const tc_cuda_view *v, tc_cuda_view *use, void **tmp, const char *what);
 
 /* Launch geometry for a grid-stride loop over n items. */
 static inline unsigned cu_blocks_for(int64_t n, int threads)

@@ -597,3 +597,84 @@ TEST(cuda_dev_result_overlapping_its_input)
     CHECK(h && ct_at(h, n) == ct_at(want, 0) && ct_at(h, (n - 1) * n + 5) == ct_at(want, (n - 2) * n + 5));
     ct_drop();
 }
+
+/* A view of base's storage: sizes and strides from element off. */
+static tc_tensor *view_at(const tc_tensor *base, int64_t off, int nd, const int64_t *sz, const int64_t *st)
+{
+    tc_tensor *v = NULL;
+    if (tc_tensor_new_view(base->storage, (tc_dtype)base->dtype, off, nd, sz, st, &v))
+        printf("  view: %s\n", tc_last_error());
+    return ct_keep(v);
+}
+
+/* Call k of cuda_dev_index_and_sort_over_their_inputs on base, a (4, 6) float32 tensor on
+ * the host or the device: each writes a result sharing memory with an input. */
+static tc_status call_over_input(int k, tc_tensor *base)
+{
+    int dev = base->device;
+    tc_tensor *idx = ct_to(ct_keep(ct_from(TC_I64, 1, SZ(3), VALS(2, 0, 1))), dev);
+    tc_tensor *rows3 = view_at(base, 0, 2, SZ(3, 6), SZ(6, 1)), *out = NULL;
+    switch (k) {
+    case 0: /* index_select of rows 0..2 into rows 1..3 */
+        out = view_at(base, 6, 2, SZ(3, 6), SZ(6, 1));
+        return ct_run1(TC_OP_INDEX_SELECT, rows3, idx, NULL, P(.i = {0}), &out);
+    case 1: { /* index_copy in place, its source rows 1..2 of the destination */
+        tc_tensor *src = view_at(base, 6, 2, SZ(2, 6), SZ(6, 1));
+        tc_tensor *pick = ct_to(ct_keep(ct_from(TC_I64, 1, SZ(2), VALS(3, 0))), dev);
+        out = base;
+        return ct_run1(TC_OP_INDEX_COPY, base, pick, src, P(.i = {0}), &out);
+    }
+    case 2: { /* gather along dim 1 into a (4, 2) window one column in */
+        tc_tensor *g = ct_to(ct_keep(ct_from(TC_I64, 2, SZ(4, 2), VALS(5, 0, 1, 1, 4, 2, 0, 3))), dev);
+        out = view_at(base, 1, 2, SZ(4, 2), SZ(6, 1));
+        return ct_run1(TC_OP_GATHER, base, g, NULL, P(.i = {1}), &out);
+    }
+    case 3: { /* masked_select of the elements over 10 into elements 3..15 */
+        tc_tensor *mask = ct_to(ct_keep(ct_from(TC_BOOL, 2, SZ(4, 6), VALS(0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 0,
+                                                                           1, 1, 0, 1, 1, 0, 0, 1, 0))),
+                                dev);
+        out = view_at(base, 3, 1, SZ(13), SZ(1));
+        return ct_run1(TC_OP_MASKED_SELECT, base, mask, NULL, NULL, &out);
+    }
+    case 4: { /* sort each row in place, descending */
+        tc_tensor *res[2] = {base, NULL};
+        tc_status s = tc_op_run(TC_OP_SORT, (const tc_tensor *const[]){base}, 1, P(.i = {1, 1}), res, 2);
+        ct_keep(res[1]);
+        return s;
+    }
+    default: { /* the 2 largest of each row into a window over the rows' first columns */
+        tc_tensor *res[2] = {view_at(base, 2, 2, SZ(4, 2), SZ(6, 1)), NULL};
+        tc_status s = tc_op_run(TC_OP_TOPK, (const tc_tensor *const[]){base}, 1, P(.i = {1, 2, 1, 1}), res, 2);
+        ct_keep(res[1]);
+        return s;
+    }
+    }
+}
+
+/* Index ops and sorts whose result shares memory with an input read that input from a
+ * private copy on the device (index.cu, sort.cu): the CPU's results, no host fallback. */
+TEST(cuda_dev_index_and_sort_over_their_inputs)
+{
+    if (!have_device(ctest_failed)) return;
+    static const tc_op ops[] = {TC_OP_INDEX_SELECT, TC_OP_INDEX_COPY, TC_OP_GATHER,
+                                TC_OP_MASKED_SELECT, TC_OP_SORT, TC_OP_TOPK};
+    int64_t fallbacks = 0;
+    for (int k = 0; k < 6; k++) fallbacks += tc_cuda_host_fallbacks(ops[k]);
+    for (int k = 0; k < 6; k++) {
+        /* (i * 7) mod 24: every value once, rows unsorted */
+        tc_tensor *cpu = ct_keep(ct_from(TC_F32, 2, SZ(4, 6), VALS(7, 14, 21, 4, 11, 18, 1, 8, 15, 22, 5, 12, 19, 2, 9,
+                                                                  16, 23, 6, 13, 20, 3, 10, 17, 0)));
+        tc_tensor *dev = on_dev(cpu);
+        if (!dev) break;
+        CHECK_OK(call_over_input(k, cpu));
+        CHECK_OK(call_over_input(k, dev));
+        if (!dev_near(dev, cpu, 0)) {
+            printf("  %s over its input differs from the CPU\n", tc_op_info(ops[k])->name);
+            *ctest_failed = 1;
+        }
+    }
+    int64_t now = 0;
+    for (int k = 0; k < 6; k++) now += tc_cuda_host_fallbacks(ops[k]);
+    if (!mock_backend()) CHECK(now == fallbacks);
+    ct_drop();
+}

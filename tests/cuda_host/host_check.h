@@ -38,6 +38,11 @@ const char *cu_op_name(int op) { return op == TC_OP_SUM ? "sum" : "op"; }
 tc_status cu_unsupported(const tc_cuda_call *) { return TC_ERR_UNSUPPORTED; }
 tc_status cu_scratch_alloc(int, size_t, void **) { return TC_ERR_MEMORY; }
 tc_status cu_scratch_free(int, void *) { return TC_OK; }
+tc_status cu_private_copy(int, const tc_cuda_view *, tc_cuda_view *, void **tmp, const char *) /* strided.cu */
+{
+    *tmp = nullptr;
+    return TC_ERR_MEMORY;
+}
 cudaStream_t cu_stream(void) { return nullptr; } /* stream.cu: the legacy default stream */
 bool cu_capturing(int) { return false; }
 tc_cuda_devcheck *cu_devcheck_word(int) { return nullptr; } /* stream.cu: no error word here */
