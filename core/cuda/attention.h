@@ -10,8 +10,9 @@
 
 namespace tck {
 
-/* N problems of L queries and S keys, E features in q and k, Ev in v; nqb: blocks of 64
- * queries per problem (the forward and dq grids). */
+/* N problems of L queries and S keys, E features in q and k, Ev in v; nqb: blocks of
+ * queries per problem (the forward and dq grids): 64 queries a block for the tensor-core
+ * kernels, cfg<D, C>::BR for the CUDA-core ones (attention.cu's launch sets it). */
 struct aargs {
     int64_t N, L, S, E, Ev, nqb;
     double scale;

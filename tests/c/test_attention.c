@@ -337,7 +337,7 @@ TEST(cuda_dev_attention_tf32)
     char why[512];
     if (!ct_cuda_device(why, sizeof why)) return;
     static const int64_t narrow[3][6] = {{1, 70, 80, 40, 24, 1}, {2, 20, 9, 33, 50, 0}, {1, 9, 70, 64, 64, 1}};
-    static const int64_t wide[1][6] = {{1, 20, 30, 100, 72, 0}};
+    static const int64_t wide[2][6] = {{1, 20, 30, 100, 72, 0}, {1, 70, 45, 128, 97, 1}};
     tc_cuda_device_props props;
     CHECK_OK(tc_cuda_device_properties(0, &props));
     int64_t tf32 = tc_cuda_get_flag(TC_CUDA_FLAG_TF32);
@@ -348,10 +348,26 @@ TEST(cuda_dev_attention_tf32)
     int runs = device_matches_cpu(ctest_failed, TC_F32, narrow, 3, 3e-3, 5e-4);
     CHECK(launched_as(was, props.major >= 8 ? runs : 0, props.major >= 8 ? 0 : runs));
     forward_launches(was);
-    runs = device_matches_cpu(ctest_failed, TC_F32, wide, 1, 1e-5, 1e-5); /* measured: 1.5e-6 */
+    runs = device_matches_cpu(ctest_failed, TC_F32, wide, 2, 1e-5, 1e-5); /* measured: 1.5e-6 */
     CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, 0));
     runs += device_matches_cpu(ctest_failed, TC_F32, narrow, 3, 1e-5, 1e-5);
     CHECK(launched_as(was, 0, runs));
     CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, tf32));
+    ct_drop();
+}
+
+/* Float64 attention on a CUDA device (the CUDA-core kernels, a row split over 4 lanes in
+ * the 64 bucket and 8 in the 128 one) against the CPU kernel: several query and key blocks,
+ * causal or not, E != Ev. */
+TEST(cuda_dev_attention_f64)
+{
+    char why[512];
+    if (!ct_cuda_device(why, sizeof why)) return;
+    static const int64_t shapes[4][6] = {
+        {1, 70, 80, 40, 24, 1}, {2, 20, 9, 33, 50, 0}, {1, 40, 35, 100, 72, 0}, {1, 37, 45, 128, 97, 1}};
+    long long was[2];
+    forward_launches(was);
+    int runs = device_matches_cpu(ctest_failed, TC_F64, shapes, 4, 1e-12, 1e-12);
+    CHECK(launched_as(was, 0, runs));
     ct_drop();
 }
