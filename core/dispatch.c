@@ -171,14 +171,22 @@ static tc_status setup_outputs(const tc_kcall *k, const tc_outspec *spec, int de
  * for a clone(); Torch7 gave whatever its loop gave. We read such an input from a copy
  * made first: the call then gives what it gives on a clone, costing a copy only in this
  * case. Kinds whose kernels already do this themselves (index, sort, cat, matmul, rnn,
- * attention) are left to them; the nn kinds (conv, pool, softmax, norm), whose results are
- * the modules' own buffers, are not checked. A result with two elements on one address (an
- * expanded view) has no such reading and is refused. */
+ * attention) are left to them. Softmax reads each line whole before writing it, so like
+ * the elementwise kinds it may run in place (the same elements in the same order). Conv,
+ * pool and norm read a window, a plane or a channel of an input for each result element
+ * and write in their own order, so an input sharing any element with a result is read
+ * from a copy, in place included (nn modules never ask for that). A result with two
+ * elements on one address (an expanded view) has no such reading and is refused. */
+
+static bool reads_windows(int kind)
+{
+    return kind == TC_KIND_CONV || kind == TC_KIND_POOL || kind == TC_KIND_NORM;
+}
 
 static bool reads_while_writing(int kind)
 {
     return kind == TC_KIND_EW || kind == TC_KIND_CONVERT || kind == TC_KIND_SELECT || kind == TC_KIND_REDUCE ||
-           kind == TC_KIND_SCAN || kind == TC_KIND_OPTIM;
+           kind == TC_KIND_SCAN || kind == TC_KIND_OPTIM || kind == TC_KIND_SOFTMAX || reads_windows(kind);
 }
 
 /* Before the results are resized (so a refused call changes nothing): a given result that
@@ -224,7 +232,8 @@ static tc_status read_overlapping_inputs_aside(tc_kcall *k, const tc_tensor **in
         const tc_tensor *t = k->in[i];
         bool apart = false;
         for (int o = 0; o < k->nout && t && !apart; o++)
-            apart = k->out[o] && tc_tensor_numel(t) > 0 && !same_elements_in_order(t, k->out[o]) &&
+            apart = k->out[o] && tc_tensor_numel(t) > 0 &&
+                    (reads_windows(k->info->kind) || !same_elements_in_order(t, k->out[o])) &&
                     tc_tensor_shares_elements(t, k->out[o]);
         if (!apart) continue;
         if (k->nin > max)

@@ -178,3 +178,39 @@ TEST(expanded_results_are_refused_and_left_unchanged)
     CHECK(SAME(x, 7, 7, 7));
     ct_drop();
 }
+
+/* A contiguous copy of t, kept. */
+static tc_tensor *clone_of(const tc_tensor *t)
+{
+    tc_tensor *c = NULL;
+    if (ct_run1(TC_OP_COPY, t, NULL, NULL, P(.i = {-1}), &c)) printf("  copy: %s\n", tc_last_error());
+    return ct_keep(c);
+}
+
+/* Softmax into a shifted view of its input, and average pooling into its own input, read
+ * the input from a copy (dispatch.c): each equals the call on a clone. Before, the kernels
+ * read rows and windows they had already overwritten. */
+TEST(softmax_and_pool_results_over_their_inputs_read_copies)
+{
+    tc_tensor *base = ct_keep(ct_arange(TC_F32, 1, SZ(30)));
+    float *v = tc_tensor_data(base);
+    static const tc_op sm[2] = {TC_OP_SOFTMAX, TC_OP_LOG_SOFTMAX};
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < 30; i++) v[i] = (float)((i * 7) % 11) / 3;
+        tc_tensor *head = view_of(base, 0, 2, SZ(4, 6), SZ(6, 1)), *tail = view_of(base, 6, 2, SZ(4, 6), SZ(6, 1));
+        tc_tensor *want = NULL;
+        CHECK_OK(ct_run1(sm[k], clone_of(head), NULL, NULL, P(.i = {1}), &want));
+        ct_keep(want);
+        CHECK(run_into(sm[k], head, NULL, NULL, P(.i = {1}), tail) == tail);
+        CHECK(ct_close_all(tail, want, 0));
+    }
+    /* 3 x 3 average pooling, stride 1, padding 1: the same size, so in place is possible */
+    for (int64_t i = 0; i < 30; i++) v[i] = (float)((i * 7) % 11) / 3;
+    tc_tensor *img = view_of(base, 0, 4, SZ(1, 1, 5, 6), SZ(30, 30, 6, 1)), *want = NULL;
+    tc_params pool = {.nshape = 6, .shape = {3, 3, 1, 1, 1, 1}, .i = {0, 1}};
+    CHECK_OK(ct_run1(TC_OP_AVG_POOL2D, clone_of(img), NULL, NULL, &pool, &want));
+    ct_keep(want);
+    CHECK(run_into(TC_OP_AVG_POOL2D, img, NULL, NULL, &pool, img) == img);
+    CHECK(ct_close_all(img, want, 0));
+    ct_drop();
+}
