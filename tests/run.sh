@@ -78,6 +78,11 @@ if [ -f "$emu" ]; then
     c_suite "c (CUDA emulator, 7.5)" env TOCHA_CUDA_LIB="$emu" TOCHA_CUDA_EMU_DEVICES=2 \
         TOCHA_CUDA_EMU_CAPACITY=256M TOCHA_CUDA_EMU_CC=7.5 \
         "$build/tests/ctest" cuda_dev_attention_half cuda_dev_attention_tf32 cuda_dev_conformance_golden
+    # Blocks and threads last to first (emu_sched.cc): threads that read what another thread
+    # of their block writes with no barrier between see the other value in one of the orders.
+    c_suite "c (CUDA emulator, reverse order)" env TOCHA_CUDA_EMU_ORDER=reverse TOCHA_CUDA_LIB="$emu" \
+        TOCHA_CUDA_EMU_DEVICES=2 TOCHA_CUDA_EMU_CAPACITY=256M TOCHA_NVRTC_LIB="$emu" TOCHA_CUDA_DRIVER_LIB="$emu" \
+        TOCHA_NVRTC_CACHE=0 "$build/tests/ctest" cuda_dev cuda_codegen_gpu
 fi
 
 # Host checks of the CUDA backend's index math (tests/cuda_host): one count per program.
@@ -118,6 +123,9 @@ if [ -f "$emu" ]; then
     TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua tests/lua/cuda_stream_spec.lua \
         tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
     busted_count "busted (CUDA emulator)"
+    TOCHA_CUDA_EMU_ORDER=reverse TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/jit_cuda_spec.lua \
+        tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
+    busted_count "busted (CUDA emulator, reverse order)"
 fi
 unset LD_PRELOAD
 

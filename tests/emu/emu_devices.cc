@@ -58,6 +58,13 @@ size_t capacity()
     static size_t c = parse_bytes(getenv("TOCHA_CUDA_EMU_CAPACITY"), (size_t)2 << 30);
     return c;
 }
+/* TOCHA_CUDA_EMU_ORDER=reverse: blocks, and a block's threads between two of their waits,
+ * run last to first (emu_sched.cc). Read at each grid, so a test can run a kernel both ways. */
+bool reverse_order()
+{
+    const char *s = getenv("TOCHA_CUDA_EMU_ORDER");
+    return s && strcmp(s, "reverse") == 0;
+}
 bool deferred()
 {
     static bool on = [] {

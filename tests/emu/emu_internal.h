@@ -27,11 +27,12 @@ bool capture_forbids(const char *what);
  * device do; returns its first error, also left for cudaGetLastError. */
 cudaError_t finish_device_work(int dev);
 
-/* The settings (emu_devices.cc), read once from the environment: */
+/* The settings (emu_devices.cc), read once from the environment (but reverse_order): */
 int ndevices();           /* TOCHA_CUDA_EMU_DEVICES (default 1, at most 16) */
 int compute_capability(); /* TOCHA_CUDA_EMU_CC ("8.6"; default 9.0) as major * 10 + minor */
 int driver_version();     /* TOCHA_CUDA_EMU_DRIVER ("12.8"; default the runtime's) */
 size_t capacity();        /* TOCHA_CUDA_EMU_CAPACITY per device (K/M/G; default 2G) */
+bool reverse_order();     /* TOCHA_CUDA_EMU_ORDER=reverse: blocks and threads last to first (read each grid) */
 bool deferred();          /* TOCHA_CUDA_EMU_DEFER: hold work until the host waits (default 1) */
 
 /* The allocations (emu_memory.cc): whether p lies inside live device memory; whether

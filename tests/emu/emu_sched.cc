@@ -3,7 +3,11 @@
  * Blocks run one after another. The threads of a block are fibers (ucontext) on the
  * calling OS thread: each runs until it finishes or waits, at __syncthreads (for the whole
  * block) or a warp shuffle (for its warp); when every live thread of the block, or of a
- * warp, waits, they are released together. Threads that have returned count as arrived, as
+ * warp, waits, they are released together. TOCHA_CUDA_EMU_ORDER=reverse runs the blocks,
+ * and the threads released together, last to first: a kernel whose threads read what
+ * another thread of the block writes with no barrier between (a missing __syncthreads or
+ * __syncwarp), or whose blocks read one another's results, then reads the other value in
+ * one of the two orders, which a GPU's scheduling can give at any time. Threads that have returned count as arrived, as
  * on a GPU since Volta. If nothing can be released (a barrier that part of a block never
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
  * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
@@ -156,8 +160,9 @@ bool release_barriers()
     return released;
 }
 
-/* Runs one block; false (with the reason printed) if its threads deadlock. */
-bool run_block(const char *name)
+/* Runs one block, its threads last to first if reverse; false (with the reason printed)
+ * if its threads deadlock. */
+bool run_block(const char *name, bool reverse)
 {
     for (int i = 0; i < g_nthreads; i++) {
         fiber &f = g_fiber[i];
@@ -171,8 +176,10 @@ bool run_block(const char *name)
                       (unsigned)(i / (blockDim.x * blockDim.y))};
     }
     for (;;) {
-        for (int i = 0; i < g_nthreads; i++)
+        for (int k = 0; k < g_nthreads; k++) {
+            int i = reverse ? g_nthreads - 1 - k : k;
             if (g_fiber[i].state == RUNNABLE) resume(i);
+        }
         bool live = false;
         for (int i = 0; i < g_nthreads && !live; i++) live = g_fiber[i].state != FINISHED;
         if (!live) return true;
@@ -213,11 +220,14 @@ void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, co
     g_body = &body;
     g_dynamic.assign(shmem ? shmem : 1, 0xa5); /* not zero: a read before a write shows */
     g_fault.clear();
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
+    const bool reverse = emu::reverse_order();
+    for (unsigned zi = 0; zi < grid.z; zi++)
+        for (unsigned yi = 0; yi < grid.y; yi++)
+            for (unsigned xi = 0; xi < grid.x; xi++) {
+                unsigned x = reverse ? grid.x - 1 - xi : xi, y = reverse ? grid.y - 1 - yi : yi,
+                         z = reverse ? grid.z - 1 - zi : zi;
                 blockIdx = uint3{x, y, z};
-                if (!run_block(name)) {
+                if (!run_block(name, reverse)) {
                     emu::set_error(cudaErrorLaunchFailure);
                     return;
                 }

@@ -13,7 +13,9 @@
  * that makes a misaligned access, fails at that wait. Kernels get page-locked host memory
  * (cudaHostAlloc, which a GPU kernel reaches too); one given pageable host memory, freed
  * device memory or another device's memory fails at the wait as cudaErrorIllegalAddress
- * (the two emulated devices are asked for before the library loads).
+ * (the two emulated devices are asked for before the library loads). A race between the
+ * threads of a block (a missing barrier) reads another value when TOCHA_CUDA_EMU_ORDER=reverse
+ * runs them last to first.
  * Prints "N passed, N failed" (tests/run.sh reads it).
  */
 #include "../cuda_host/host_check.h"
@@ -119,6 +121,14 @@ static const char kGood[] =
     "extern \"C\" __global__ void misaligned(const char *p, int offset)\n"
     "{\n"
     "    emu::check_aligned(p + offset, 16); /* what mma.h's copy16 does before its memcpy */\n"
+    "}\n"
+    "extern \"C\" __global__ void neighbours(int *y, int tag, int sync)\n"
+    "{\n"
+    "    __shared__ int sh[64];\n"
+    "    int t = threadIdx.x;\n"
+    "    sh[t] = tag * 1000 + blockIdx.x * 100 + t + 1;\n"
+    "    if (sync) __syncthreads(); /* without it, reading a neighbour's word is a race */\n"
+    "    y[blockIdx.x * 64 + t] = sh[t ^ 1];\n"
     "}\n"
     "struct tail_view { long long n; float *p; }; /* a pointer inside a struct argument, at byte 8 */\n"
     "extern \"C\" __global__ void fill_view(tail_view v, float a)\n"
@@ -261,6 +271,35 @@ static void expect_launch(const char *what, CUfunction f, unsigned grid, void **
     EXPECT(p_cuCtxSynchronize() == CUDA_SUCCESS, "%s: reported once", what);
 }
 
+/* TOCHA_CUDA_EMU_ORDER=reverse (read at each grid): each thread of `neighbours` reads the
+ * word its neighbour (t ^ 1) writes. With the barrier every thread sees this launch's value
+ * in both orders; without it, the threads run first see the word's old value: the even ones
+ * in the default order, the odd ones reversed, so the two orders together show the race. */
+static void check_thread_orders(CUmodule m)
+{
+    CUfunction f = nullptr;
+    EXPECT(p_cuModuleGetFunction(&f, m, "neighbours") == CUDA_SUCCESS, "neighbours");
+    int *y = pinned<int>(128), tag = 0;
+    for (int sync = 1; sync >= 0; sync--)
+        for (int reverse = 0; reverse < 2; reverse++) {
+            if (reverse) setenv("TOCHA_CUDA_EMU_ORDER", "reverse", 1);
+            else unsetenv("TOCHA_CUDA_EMU_ORDER");
+            tag++; /* new values, so the last launch's words are old ones */
+            void *params[3] = {&y, &tag, &sync};
+            EXPECT(p_cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS &&
+                       p_cuCtxSynchronize() == CUDA_SUCCESS,
+                   "neighbours ran");
+            int fresh[2] = {0, 0}; /* threads that saw this launch's value: even, odd */
+            for (int i = 0; i < 128; i++)
+                fresh[i % 2] += y[i] == tag * 1000 + i / 64 * 100 + (i % 64 ^ 1) + 1;
+            bool want_even = sync || reverse, want_odd = sync || !reverse;
+            EXPECT(fresh[0] == (want_even ? 64 : 0) && fresh[1] == (want_odd ? 64 : 0),
+                   "%s, %s order: %d even and %d odd threads saw this launch's value", sync ? "barrier" : "no barrier",
+                   reverse ? "reverse" : "default", fresh[0], fresh[1]);
+        }
+    unsetenv("TOCHA_CUDA_EMU_ORDER");
+}
+
 /* A kernel's pointer arguments are checked when it runs: pageable host memory, freed device
  * memory and the other device's memory fail it at the wait, before it writes anything. */
 static void check_kernel_pointers(CUfunction scale_rev, const float *x)
@@ -369,6 +408,7 @@ static void check_launches(const std::string &image)
     EXPECT(bad == 0 && y[150] == 7.0f, "scale_rev: %d wrong", bad);
     check_kernel_pointers(f, x);
     check_struct_pointers(m);
+    check_thread_orders(m);
     EXPECT(p_cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr) == CUDA_ERROR_INVALID_VALUE,
            "past __launch_bounds__(64)");
     void *extra[1] = {nullptr};
