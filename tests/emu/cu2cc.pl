@@ -5,6 +5,9 @@
 #                           block[, shmem[, stream]])(args)
 #   extern __shared__ [__align__(n)] T name[];
 #     -> T *name = (T *)emu::dynamic_shared();
+#   __shared__ [__align__(n)] T a[...], b;   (a statement starting its line)
+#     -> the same, then emu::shared_fresh(&a, sizeof a); emu::shared_fresh(&b, sizeof b);
+#        on the same line (the first thread of a block to pass fills them with 0xff bytes)
 # and starts the file with a #line so compiler messages name the .cu file's lines.
 # Nothing else changes: the rest is compiled as it is, with tests/emu/emu_device.h.
 use strict;
@@ -63,6 +66,31 @@ while ((my $open = index($src, '<<<', $pos)) >= 0) {
 }
 $res .= substr($src, $pos);
 $res =~ s/extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\w:]+)*?)\s+(\w+)\s*\[\s*\]\s*;/$1 *$2 = ($1 *)emu::dynamic_shared();/g;
+
+# The names declared by a __shared__ statement's declarators ("T a[n][m], b[k], c"): split
+# at the commas outside [] and <>, each name the identifier before its first '['.
+sub shared_names {
+    my ($decls) = @_;
+    my (@parts, $cur, $depth);
+    ($cur, $depth) = ('', 0);
+    for my $c (split //, $decls) {
+        $depth++ if $c eq '[' || $c eq '<';
+        $depth-- if $c eq ']' || $c eq '>';
+        if ($c eq ',' && $depth == 0) { push @parts, $cur; $cur = ''; next; }
+        $cur .= $c;
+    }
+    push @parts, $cur;
+    my @names;
+    for my $p (@parts) {
+        (my $head = $p) =~ s/\[.*//s;
+        push @names, $1 if $head =~ /(\w+)\s*$/;
+    }
+    return @names;
+}
+$res =~ s{^(\s*__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([^;]*);)}{
+    my ($stmt, $decls) = ($1, $2);
+    $stmt . join('', map { " emu::shared_fresh(&$_, sizeof $_);" } shared_names($decls));
+}gme;
 
 open(my $oh, '>', $out) or die "cu2cc.pl: $out: $!\n";
 print $oh "#line 1 \"$in\"\n", $res;

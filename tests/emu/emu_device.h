@@ -6,7 +6,9 @@
  * Execution model (emu_sched.cc): the blocks of a grid run one after another; the threads
  * of a block are fibers on one OS thread, switched only where CUDA threads wait for each
  * other (__syncthreads, a warp shuffle, __syncwarp). So:
- *   - __shared__ is `static`: one copy, seen by every thread of the running block;
+ *   - __shared__ is `static`: one copy, seen by every thread of the running block; cu2cc.pl
+ *     follows each declaration with emu::shared_fresh, so each block starts with it filled
+ *     with 0xff bytes (NaN, -1), as uninitialised as a GPU's shared memory;
  *   - threadIdx / blockIdx are globals the scheduler sets before it resumes a fiber;
  *   - atomics are plain read-modify-writes (nothing runs concurrently);
  *   - a barrier some threads never reach is reported as a kernel failure, not a hang.
@@ -56,6 +58,10 @@ EMU_API int lane();
  * so the process does not crash (emu_sched.cc). Device code calls it where it would
  * otherwise copy with memcpy, which takes any address (mma.h). */
 EMU_API void check_aligned(const void *p, size_t bytes);
+/* Called by each thread passing a __shared__ declaration (cu2cc.pl adds the call): the
+ * first of the running block fills the n bytes at p with 0xff, so a read before any write
+ * of this block sees NaN or -1, not what the previous block (or launch) left there. */
+EMU_API void shared_fresh(void *p, size_t n);
 } // namespace emu
 
 static inline void __syncthreads() { emu::block_barrier(); }

@@ -5,7 +5,8 @@
  * library.
  *
  * "Compiling" (nvrtcCompileProgram) treats the CUDA C as the backend's .cu files are
- * treated (emu_device.h force-included), plus two rewrites:
+ * treated (emu_device.h force-included; each one-variable __shared__ statement followed by
+ * emu::shared_fresh, as cu2cc.pl does), plus two rewrites:
  *   - inline PTX becomes calls of emu_device.h's emu_ptx_* for the instructions listed in
  *     kPtx; any other asm is a compile error that names it;
  *   - each __global__ function gets an exported entry, emu_entry_<name>, that launches it
@@ -121,6 +122,10 @@ bool translate(const std::string &cu, std::string *cc, std::string *log)
         last = m[0].second;
     }
     out.append(last, cu.cend());
+    /* each `__shared__ T name[...];` line is followed by emu::shared_fresh, as cu2cc.pl does
+     * for the .cu files (the generated code declares one variable a statement) */
+    static const std::regex shared_re(R"((^|\n)([ \t]*__shared__\s+[\w:<> ]+?\s(\w+)\s*(?:\[[^\];]*\]\s*)*;))");
+    out = std::regex_replace(out, shared_re, "$1$2 emu::shared_fresh(&$3, sizeof $3);");
     static const std::regex other_asm(R"(\basm\s*(?:volatile\s*)?\()");
     std::smatch m;
     if (std::regex_search(out, m, other_asm)) {

@@ -3,11 +3,7 @@
  * Blocks run one after another. The threads of a block are fibers (ucontext) on the
  * calling OS thread: each runs until it finishes or waits, at __syncthreads (for the whole
  * block) or a warp shuffle (for its warp); when every live thread of the block, or of a
- * warp, waits, they are released together. TOCHA_CUDA_EMU_ORDER=reverse runs the blocks,
- * and the threads released together, last to first: a kernel whose threads read what
- * another thread of the block writes with no barrier between (a missing __syncthreads or
- * __syncwarp), or whose blocks read one another's results, then reads the other value in
- * one of the two orders, which a GPU's scheduling can give at any time. Threads that have returned count as arrived, as
+ * warp, waits, they are released together. Threads that have returned count as arrived, as
  * on a GPU since Volta. If nothing can be released (a barrier that part of a block never
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
  * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
@@ -15,6 +11,15 @@
  * A pointer argument the device cannot use, or such a device pointer inside a struct argument
  * (emu_launch.h, kernel_pointer_ok / kernel_struct_ok), fails it before any block runs, as
  * cudaErrorIllegalAddress.
+ *
+ * Each block starts with its shared memory filled with 0xff bytes (the dynamic memory before
+ * it runs, a __shared__ variable when its first thread passes the declaration:
+ * emu::shared_fresh), so a read before any write of the block shows as NaN or -1.
+ * TOCHA_CUDA_EMU_ORDER=reverse runs the blocks, and the threads released together, last to
+ * first: a kernel whose threads read what another thread of the block writes with no
+ * barrier between (a missing __syncthreads or __syncwarp), or whose blocks read one
+ * another's results, then reads the other value in one of the two orders, which a GPU's
+ * scheduling can give at any time.
  *
  * One grid runs at a time in the process (g_exec in emu_runtime.cc serialises all work),
  * which is what makes `__shared__` as `static`, the global thread indices and plain-update
@@ -73,6 +78,7 @@ ucontext_t g_sched;
 const std::function<void()> *g_body;
 unsigned char g_exchange[MAX_THREADS][MAX_EXCHANGE];
 std::vector<unsigned char> g_dynamic; /* dynamic shared memory of the running launch */
+std::vector<void *> g_fresh;          /* __shared__ variables the running block has filled */
 
 #ifdef EMU_ASAN
 void *g_fake_stack;         /* the scheduler's fake stack while a fiber runs */
@@ -164,6 +170,10 @@ bool release_barriers()
  * if its threads deadlock. */
 bool run_block(const char *name, bool reverse)
 {
+    /* shared memory as uninitialised as a GPU's: dynamic memory now, static variables
+     * when the block's first thread passes their declaration (shared_fresh) */
+    memset(g_dynamic.data(), 0xff, g_dynamic.size());
+    g_fresh.clear();
     for (int i = 0; i < g_nthreads; i++) {
         fiber &f = g_fiber[i];
         getcontext(&f.ctx);
@@ -218,7 +228,7 @@ void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, co
     blockDim = block;
     g_nthreads = (int)(block.x * block.y * block.z);
     g_body = &body;
-    g_dynamic.assign(shmem ? shmem : 1, 0xa5); /* not zero: a read before a write shows */
+    g_dynamic.assign(shmem ? shmem : 1, 0xff); /* filled again before each block */
     g_fault.clear();
     const bool reverse = emu::reverse_order();
     for (unsigned zi = 0; zi < grid.z; zi++)
@@ -263,6 +273,14 @@ EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes)
 }
 
 EMU_API void *dynamic_shared() { return g_dynamic.data(); }
+
+EMU_API void shared_fresh(void *p, size_t n)
+{
+    for (void *q : g_fresh)
+        if (q == p) return;
+    g_fresh.push_back(p);
+    memset(p, 0xff, n);
+}
 
 EMU_API void check_aligned(const void *p, size_t bytes)
 {

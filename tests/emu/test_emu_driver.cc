@@ -13,7 +13,8 @@
  * that makes a misaligned access, fails at that wait. Kernels get page-locked host memory
  * (cudaHostAlloc, which a GPU kernel reaches too); one given pageable host memory, freed
  * device memory or another device's memory fails at the wait as cudaErrorIllegalAddress
- * (the two emulated devices are asked for before the library loads). A race between the
+ * (the two emulated devices are asked for before the library loads). Shared memory starts
+ * each block as 0xff bytes. A race between the
  * threads of a block (a missing barrier) reads another value when TOCHA_CUDA_EMU_ORDER=reverse
  * runs them last to first.
  * Prints "N passed, N failed" (tests/run.sh reads it).
@@ -129,6 +130,13 @@ static const char kGood[] =
     "    sh[t] = tag * 1000 + blockIdx.x * 100 + t + 1;\n"
     "    if (sync) __syncthreads(); /* without it, reading a neighbour's word is a race */\n"
     "    y[blockIdx.x * 64 + t] = sh[t ^ 1];\n"
+    "}\n"
+    "extern \"C\" __global__ void reads_first(int *y, int tag)\n"
+    "{\n"
+    "    __shared__ int sh[64];\n"
+    "    y[blockIdx.x * 64 + threadIdx.x] = sh[threadIdx.x]; /* before this block writes it */\n"
+    "    __syncthreads();\n"
+    "    sh[threadIdx.x] = tag;\n"
     "}\n"
     "struct tail_view { long long n; float *p; }; /* a pointer inside a struct argument, at byte 8 */\n"
     "extern \"C\" __global__ void fill_view(tail_view v, float a)\n"
@@ -298,6 +306,19 @@ static void check_thread_orders(CUmodule m)
                    reverse ? "reverse" : "default", fresh[0], fresh[1]);
         }
     unsetenv("TOCHA_CUDA_EMU_ORDER");
+
+    /* shared memory read before the block writes it holds 0xff bytes, not what the block
+     * before (or the launch before) left there */
+    EXPECT(p_cuModuleGetFunction(&f, m, "reads_first") == CUDA_SUCCESS, "reads_first");
+    int fresh = 0;
+    for (int launch = 1; launch <= 2; launch++) {
+        void *params[2] = {&y, &launch};
+        EXPECT(p_cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr) == CUDA_SUCCESS &&
+                   p_cuCtxSynchronize() == CUDA_SUCCESS,
+               "reads_first ran");
+        for (int i = 0; i < 128; i++) fresh += y[i] == -1;
+    }
+    EXPECT(fresh == 256, "%d of 256 reads of unwritten shared memory saw 0xff bytes", fresh);
 }
 
 /* A kernel's pointer arguments are checked when it runs: pageable host memory, freed device

@@ -75,3 +75,33 @@ describe_emu('TOCHA_CUDA_FILL_UNINITIALIZED=1 over the emulator', function()
       assert.are.equal('150000', got.sum, out)
    end)
 end)
+
+-- The emulator's build rewrites core/cuda/*.cu with tests/emu/cu2cc.pl; each static
+-- __shared__ declaration must be followed by emu::shared_fresh for every name it declares, or
+-- that variable would keep what the block before left there (tests/emu/emu_sched.cc).
+describe('tests/emu/cu2cc.pl', function()
+   it('follows every __shared__ declaration of core/cuda with emu::shared_fresh of each name', function()
+      local out = os.tmpname()
+      local files, decls = 0, 0
+      for name in io.popen('ls core/cuda/*.cu'):lines() do
+         assert.is_true(os.execute('perl tests/emu/cu2cc.pl ' .. name .. ' ' .. out) == 0, name)
+         local cc = io.open(out):read('*a')
+         files = files + 1
+         for line in cc:gmatch('[^\n]+') do
+            local decl = line:match('^%s*__shared__%s+(.-);')
+            if decl then
+               decls = decls + 1
+               -- the declarators: the names before '[' or ',' once the bracketed dims are gone
+               local names = decl:gsub('%b[]', ''):gsub('__align__%b()', '')
+               for n in (names .. ','):gmatch('([%w_]+)%s*,') do
+                  assert.is_truthy(line:find('emu::shared_fresh(&' .. n .. ', sizeof ' .. n .. ');', 1, true),
+                                   name .. ': ' .. n .. ' in ' .. line)
+               end
+            end
+         end
+      end
+      os.remove(out)
+      assert.is_true(files >= 20, 'found ' .. files .. ' .cu files')
+      assert.is_true(decls >= 15, 'found ' .. decls .. ' __shared__ statements')
+   end)
+end)
