@@ -3,6 +3,7 @@
 #   name<targs><<<grid, block[, shmem[, stream]]>>>(args)
 #     -> emu::make_launcher([=](auto... a) { name<targs>(a...); }, "name<targs>", grid,
 #                           block[, shmem[, stream]])(args)
+#     (a kernel declared with __launch_bounds__(N): its block as emu_bounded_block(N, block, "name"))
 #   extern __shared__ [__align__(n)] T name[];
 #     -> T *name = (T *)emu::dynamic_shared();
 #   __shared__ [__align__(n)] T a[...], b;   (a statement starting its line)
@@ -41,6 +42,30 @@ sub name_start {
     return $i < $end ? $i : -1;
 }
 
+# Kernels declared with __launch_bounds__(N[, ...]): name -> N. A GPU refuses a launch of
+# more threads a block than N; the emulator ignores the attribute (emu_device.h), so each
+# launch of such a kernel passes its block through emu_bounded_block, which refuses it too.
+my %bound;
+while ($src =~ /__launch_bounds__\s*\(([^,()]+)[^()]*\)\s*(\w+)\s*\(/g) {
+    (my $n = $1) =~ s/^\s+|\s+$//g;
+    $bound{$2} = $n;
+}
+
+# The arguments of a launch configuration, split at the commas outside brackets.
+sub config_args {
+    my ($cfg) = @_;
+    my (@args, $cur, $depth);
+    ($cur, $depth) = ('', 0);
+    for my $c (split //, $cfg) {
+        $depth++ if $c =~ /[(\[{]/;
+        $depth-- if $c =~ /[)\]}]/;
+        if ($c eq ',' && $depth == 0) { push @args, $cur; $cur = ''; next; }
+        $cur .= $c;
+    }
+    push @args, $cur;
+    return @args;
+}
+
 my $res = '';
 my $pos = 0;
 while ((my $open = index($src, '<<<', $pos)) >= 0) {
@@ -56,6 +81,13 @@ while ((my $open = index($src, '<<<', $pos)) >= 0) {
     (my $plain = $name) =~ s/\s+/ /g;
     $plain =~ s/"/\\"/g;
     my $cfg = substr($src, $open + 3, $close - $open - 3);
+    (my $base = $plain) =~ s/\s*<.*//s;
+    $base =~ s/.*:://;
+    if (exists $bound{$base}) {
+        my @a = config_args($cfg);
+        $a[1] = " emu_bounded_block($bound{$base}, $a[1], \"$plain\")" if @a >= 2;
+        $cfg = join(',', @a);
+    }
     # keep the line count: newlines the rewrite drops are put back after it
     # a generic lambda: the kernel's template arguments, when not written, are deduced from
     # the launch's arguments as nvcc deduces them

@@ -108,4 +108,10 @@ void launch_params(void (*k)(P...), const char *name, dim3 grid, dim3 block, siz
 
 } // namespace emu
 
+/* The block of a launch of a kernel declared with __launch_bounds__(max_threads) (cu2cc.pl
+ * wraps such launches' blocks in it): the block itself, or, past the bound, which a GPU
+ * refuses, an empty block after a note naming the kernel, so that the launch fails with
+ * cudaErrorInvalidConfiguration. */
+extern "C" EMU_API dim3 emu_bounded_block(unsigned max_threads, dim3 block, const char *kernel);
+
 #endif

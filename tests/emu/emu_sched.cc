@@ -324,6 +324,14 @@ EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, 
 
 } // namespace emu
 
+extern "C" EMU_API dim3 emu_bounded_block(unsigned max_threads, dim3 block, const char *kernel)
+{
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (threads <= max_threads) return block;
+    emu::note("kernel %s: %llu threads a block, more than its __launch_bounds__(%u)", kernel, threads, max_threads);
+    return dim3(0, 1, 1);
+}
+
 /* The launches so far (queued or run) of kernels whose name contains part: the tests' way
  * to see which kernels an op chose (tests/c/cuda_test_util.h, ct_cuda_emu_launches). */
 extern "C" EMU_API long long tc_cuda_emu_launches(const char *part)

@@ -14,7 +14,7 @@
  * (cudaHostAlloc, which a GPU kernel reaches too); one given pageable host memory, freed
  * device memory or another device's memory fails at the wait as cudaErrorIllegalAddress
  * (the two emulated devices are asked for before the library loads). Shared memory starts
- * each block as 0xff bytes. A race between the
+ * each block as 0xff bytes; a launch past a kernel's __launch_bounds__ is refused. A race between the
  * threads of a block (a missing barrier) reads another value when TOCHA_CUDA_EMU_ORDER=reverse
  * runs them last to first.
  * Prints "N passed, N failed" (tests/run.sh reads it).
@@ -321,6 +321,21 @@ static void check_thread_orders(CUmodule m)
     EXPECT(fresh == 256, "%d of 256 reads of unwritten shared memory saw 0xff bytes", fresh);
 }
 
+/* The backend's kernels declared with __launch_bounds__(N) have their blocks checked by
+ * emu_bounded_block at each launch (cu2cc.pl): up to N threads pass as they are, more are
+ * refused with a note naming the kernel and the bound. */
+static void check_bounded_block()
+{
+    auto bounded = sym<dim3 (*)(unsigned, dim3, const char *)>("emu_bounded_block");
+    dim3 b = bounded(128, dim3(64, 2, 1), "k");
+    EXPECT(b.x == 64 && b.y == 2 && b.z == 1, "128 threads within __launch_bounds__(128)");
+    std::string said = notes_of([&] { b = bounded(128, dim3(129, 1, 1), "attn_forward_kernel<0, 64>"); });
+    EXPECT(b.x * b.y * b.z == 0, "129 threads past __launch_bounds__(128) give an empty block");
+    EXPECT(said.find("attn_forward_kernel<0, 64>: 129 threads a block, more than its __launch_bounds__(128)") !=
+               std::string::npos,
+           "the note: %s", said.c_str());
+}
+
 /* A kernel's pointer arguments are checked when it runs: pageable host memory, freed device
  * memory and the other device's memory fail it at the wait, before it writes anything. */
 static void check_kernel_pointers(CUfunction scale_rev, const float *x)
@@ -504,6 +519,7 @@ int main(int, char **argv)
     LOAD(cuGetErrorString), LOAD(cudaMalloc), LOAD(cudaFree), LOAD(cudaHostAlloc), LOAD(cudaFreeHost);
     LOAD(cudaSetDevice);
     check_init_and_devices();
+    check_bounded_block();
     std::string image;
     check_nvrtc(&image);
     if (!image.empty()) check_launches(image);

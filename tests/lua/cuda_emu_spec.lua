@@ -78,7 +78,8 @@ end)
 
 -- The emulator's build rewrites core/cuda/*.cu with tests/emu/cu2cc.pl; each static
 -- __shared__ declaration must be followed by emu::shared_fresh for every name it declares, or
--- that variable would keep what the block before left there (tests/emu/emu_sched.cc).
+-- that variable would keep what the block before left there (tests/emu/emu_sched.cc); and a
+-- kernel's __launch_bounds__, which the emulator's compile ignores, must reach its launches.
 describe('tests/emu/cu2cc.pl', function()
    it('follows every __shared__ declaration of core/cuda with emu::shared_fresh of each name', function()
       local out = os.tmpname()
@@ -103,5 +104,30 @@ describe('tests/emu/cu2cc.pl', function()
       os.remove(out)
       assert.is_true(files >= 20, 'found ' .. files .. ' .cu files')
       assert.is_true(decls >= 15, 'found ' .. decls .. ' __shared__ statements')
+   end)
+
+   it('passes the block of every launch of a kernel with __launch_bounds__ through emu_bounded_block', function()
+      local out = os.tmpname()
+      local bounded_launches = 0
+      for name in io.popen('ls core/cuda/*.cu'):lines() do
+         local src = io.open(name):read('*a')
+         local bound = {} -- kernel name -> N
+         for n, kernel in src:gmatch('__launch_bounds__%s*%(([^,()]+)[^()]*%)%s*([%w_]+)%s*%(') do
+            bound[kernel] = n:gsub('^%s+', ''):gsub('%s+$', '')
+         end
+         assert.is_true(os.execute('perl tests/emu/cu2cc.pl ' .. name .. ' ' .. out) == 0, name)
+         local cc = io.open(out):read('*a')
+         for kernel, rest in cc:gmatch('emu::make_launcher%(%[=%]%(auto%.%.%. a%) { [^}]*}, "([%w_]+)[^"]*",([^\n]*)') do
+            if bound[kernel] then
+               bounded_launches = bounded_launches + 1
+               assert.is_truthy(rest:find('emu_bounded_block(' .. bound[kernel] .. ',', 1, true),
+                                name .. ': a launch of ' .. kernel .. ':' .. rest)
+            else
+               assert.is_falsy(rest:find('emu_bounded_block', 1, true), name .. ': ' .. kernel .. ' has no bound')
+            end
+         end
+      end
+      os.remove(out)
+      assert.is_true(bounded_launches >= 15, 'found ' .. bounded_launches .. ' launches of bounded kernels')
    end)
 end)
