@@ -21,7 +21,12 @@ describe('torch.autocast', function()
       assert.are.equal('torch.BFloat16Tensor', y:type()) -- the CPU default, as PyTorch
       assert.are.equal('torch.FloatTensor', s:type())
       assert.are.equal('torch.FloatTensor', e:type())
-      assert.is_true(maxdiff(y, torch.mm(a, w)) < 0.05)
+      -- the product of the inputs rounded to bfloat16, accumulated in float32, rounded once
+      -- (a fixed margin against torch.mm(a, w) failed for about 1 draw in 800: the default
+      -- generator is seeded per process)
+      local ref = torch.mm(a:bfloat16():float(), w:bfloat16():float()):double()
+      local excess = (y:double() - ref):abs() - ref:clone():abs():mul(2 ^ -8)
+      assert.is_true(excess:max() <= 0, 'off by more than bfloat16 rounding of the result')
       local h = torch.autocast(function() return torch.mm(a, w) end, {dtype = 'float16'})
       assert.are.equal('torch.HalfTensor', h:type())
       local f = torch.autocast(function() return torch.mm(a, w) end, {enabled = false})
