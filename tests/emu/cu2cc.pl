@@ -51,19 +51,20 @@ while ($src =~ /__launch_bounds__\s*\(([^,()]+)[^()]*\)\s*(\w+)\s*\(/g) {
     $bound{$2} = $n;
 }
 
-# The arguments of a launch configuration, split at the commas outside brackets.
-sub config_args {
-    my ($cfg) = @_;
-    my (@args, $cur, $depth);
+# $text split at the commas outside the brackets whose openers are in $open and closers
+# in $close (a launch configuration's arguments, a declaration's declarators).
+sub split_top {
+    my ($text, $open, $close) = @_;
+    my (@parts, $cur, $depth);
     ($cur, $depth) = ('', 0);
-    for my $c (split //, $cfg) {
-        $depth++ if $c =~ /[(\[{]/;
-        $depth-- if $c =~ /[)\]}]/;
-        if ($c eq ',' && $depth == 0) { push @args, $cur; $cur = ''; next; }
+    for my $c (split //, $text) {
+        $depth++ if index($open, $c) >= 0;
+        $depth-- if index($close, $c) >= 0;
+        if ($c eq ',' && $depth == 0) { push @parts, $cur; $cur = ''; next; }
         $cur .= $c;
     }
-    push @args, $cur;
-    return @args;
+    push @parts, $cur;
+    return @parts;
 }
 
 my $res = '';
@@ -84,7 +85,7 @@ while ((my $open = index($src, '<<<', $pos)) >= 0) {
     (my $base = $plain) =~ s/\s*<.*//s;
     $base =~ s/.*:://;
     if (exists $bound{$base}) {
-        my @a = config_args($cfg);
+        my @a = split_top($cfg, '([{', ')]}');
         $a[1] = " emu_bounded_block($bound{$base}, $a[1], \"$plain\")" if @a >= 2;
         $cfg = join(',', @a);
     }
@@ -103,17 +104,8 @@ $res =~ s/extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\
 # at the commas outside [] and <>, each name the identifier before its first '['.
 sub shared_names {
     my ($decls) = @_;
-    my (@parts, $cur, $depth);
-    ($cur, $depth) = ('', 0);
-    for my $c (split //, $decls) {
-        $depth++ if $c eq '[' || $c eq '<';
-        $depth-- if $c eq ']' || $c eq '>';
-        if ($c eq ',' && $depth == 0) { push @parts, $cur; $cur = ''; next; }
-        $cur .= $c;
-    }
-    push @parts, $cur;
     my @names;
-    for my $p (@parts) {
+    for my $p (split_top($decls, '[<', ']>')) {
         (my $head = $p) =~ s/\[.*//s;
         push @names, $1 if $head =~ /(\w+)\s*$/;
     }

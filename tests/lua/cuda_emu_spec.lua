@@ -81,13 +81,29 @@ end)
 -- that variable would keep what the block before left there (tests/emu/emu_sched.cc); and a
 -- kernel's __launch_bounds__, which the emulator's compile ignores, must reach its launches.
 describe('tests/emu/cu2cc.pl', function()
-   it('follows every __shared__ declaration of core/cuda with emu::shared_fresh of each name', function()
-      local out = os.tmpname()
-      local files, decls = 0, 0
-      for name in io.popen('ls core/cuda/*.cu'):lines() do
+   local function read(path)
+      local f = assert(io.open(path, 'rb'))
+      local text = f:read('*a')
+      f:close()
+      return text
+   end
+   -- Calls fn(name, source, rewritten) for each core/cuda/*.cu; returns how many there are.
+   local function each_rewritten(fn)
+      local out, files = os.tmpname(), 0
+      local list = io.popen('ls core/cuda/*.cu')
+      for name in list:lines() do
          assert.is_true(os.execute('perl tests/emu/cu2cc.pl ' .. name .. ' ' .. out) == 0, name)
-         local cc = io.open(out):read('*a')
+         fn(name, read(name), read(out))
          files = files + 1
+      end
+      list:close()
+      os.remove(out)
+      return files
+   end
+
+   it('follows every __shared__ declaration of core/cuda with emu::shared_fresh of each name', function()
+      local decls = 0
+      local files = each_rewritten(function(name, _, cc)
          for line in cc:gmatch('[^\n]+') do
             local decl = line:match('^%s*__shared__%s+(.-);')
             if decl then
@@ -100,23 +116,18 @@ describe('tests/emu/cu2cc.pl', function()
                end
             end
          end
-      end
-      os.remove(out)
+      end)
       assert.is_true(files >= 20, 'found ' .. files .. ' .cu files')
       assert.is_true(decls >= 15, 'found ' .. decls .. ' __shared__ statements')
    end)
 
    it('passes the block of every launch of a kernel with __launch_bounds__ through emu_bounded_block', function()
-      local out = os.tmpname()
       local bounded_launches = 0
-      for name in io.popen('ls core/cuda/*.cu'):lines() do
-         local src = io.open(name):read('*a')
+      each_rewritten(function(name, src, cc)
          local bound = {} -- kernel name -> N
          for n, kernel in src:gmatch('__launch_bounds__%s*%(([^,()]+)[^()]*%)%s*([%w_]+)%s*%(') do
             bound[kernel] = n:gsub('^%s+', ''):gsub('%s+$', '')
          end
-         assert.is_true(os.execute('perl tests/emu/cu2cc.pl ' .. name .. ' ' .. out) == 0, name)
-         local cc = io.open(out):read('*a')
          for kernel, rest in cc:gmatch('emu::make_launcher%(%[=%]%(auto%.%.%. a%) { [^}]*}, "([%w_]+)[^"]*",([^\n]*)') do
             if bound[kernel] then
                bounded_launches = bounded_launches + 1
@@ -126,8 +137,7 @@ describe('tests/emu/cu2cc.pl', function()
                assert.is_falsy(rest:find('emu_bounded_block', 1, true), name .. ': ' .. kernel .. ' has no bound')
             end
          end
-      end
-      os.remove(out)
+      end)
       assert.is_true(bounded_launches >= 15, 'found ' .. bounded_launches .. ' launches of bounded kernels')
    end)
 end)
