@@ -8,6 +8,7 @@
 require 'torch'
 
 local H = dofile('tests/lua/cuda_child_helper.lua')
+local U = dofile('tests/lua/spec_util.lua')
 
 local f = io.open(H.EMU, 'rb')
 if f then f:close() end
@@ -81,19 +82,13 @@ end)
 -- that variable would keep what the block before left there (tests/emu/emu_sched.cc); and a
 -- kernel's __launch_bounds__, which the emulator's compile ignores, must reach its launches.
 describe('tests/emu/cu2cc.pl', function()
-   local function read(path)
-      local f = assert(io.open(path, 'rb'))
-      local text = f:read('*a')
-      f:close()
-      return text
-   end
    -- Calls fn(name, source, rewritten) for each core/cuda/*.cu; returns how many there are.
    local function each_rewritten(fn)
       local out, files = os.tmpname(), 0
       local list = io.popen('ls core/cuda/*.cu')
       for name in list:lines() do
          assert.is_true(os.execute('perl tests/emu/cu2cc.pl ' .. name .. ' ' .. out) == 0, name)
-         fn(name, read(name), read(out))
+         fn(name, U.read_file(name), U.read_file(out))
          files = files + 1
       end
       list:close()
