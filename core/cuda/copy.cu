@@ -44,7 +44,9 @@ template <int FROM, int TO, class G, class I> __global__ void convert_kernel(I n
     for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n; i += step) {
         I off[2];
         geom_offsets(&g, i, 2, off);
-        cu_store_double(TO, out + off[0] * cu_dtype_size(TO), cu_load_as_double(FROM, src + off[1] * cu_dtype_size(FROM)));
+        /* byte offsets in 64 bits: I may be int32, whose element offsets fit but bytes may not */
+        cu_store_double(TO, out + (int64_t)off[0] * cu_dtype_size(TO),
+                        cu_load_as_double(FROM, src + (int64_t)off[1] * cu_dtype_size(FROM)));
     }
 }
 

@@ -114,8 +114,13 @@ static tc_status descs_make(const char *what, const tc_cuda_view *x, int sdt, bn
         bdims[i] = i == 1 ? dims[1] : 1;
     }
     strides[nd - 1] = bstrides[nd - 1] = 1;
-    for (int i = nd - 2; i >= 0; i--)
-        strides[i] = strides[i + 1] * dims[i + 1], bstrides[i] = bstrides[i + 1] * bdims[i + 1];
+    for (int i = nd - 2; i >= 0; i--) {
+        int64_t st64 = (int64_t)strides[i + 1] * dims[i + 1]; /* in 64 bits: int overflow is undefined */
+        if (st64 > INT_MAX)
+            return cu_fail(TC_ERR_UNSUPPORTED, "%s: cuDNN takes int strides; an input of %lld elements has more",
+                           what, (long long)x->numel);
+        strides[i] = (int)st64, bstrides[i] = bstrides[i + 1] * bdims[i + 1];
+    }
     cudnnStatus_t st;
     if ((st = cudnnCreateTensorDescriptor(&d->x)) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "descriptor");
     if ((st = cudnnCreateTensorDescriptor(&d->bn)) != CUDNN_STATUS_SUCCESS) return bn_fail(what, st, "descriptor");

@@ -65,7 +65,7 @@ __global__ void rand_kernel(I npairs, I n, G g, char *out, cu_rand r, G pg, cons
             if (i >= n) break;
             I off;
             geom_offsets(&g, i, 1, &off);
-            char *dst = out + off * es;
+            char *dst = out + (int64_t)off * es; /* bytes in 64 bits: I may be int32 */
             if (r.op == TC_OP_RANDOM) {
                 cu_rand_store_int(DT, dst, cu_rand_int(&r, (uint64_t)i));
                 continue;
@@ -75,7 +75,7 @@ __global__ void rand_kernel(I npairs, I n, G g, char *out, cu_rand r, G pg, cons
                 if (prob) {
                     I poff;
                     geom_offsets(&pg, i, 1, &poff);
-                    p = cu_load_as_double(pdt, prob + poff * pes);
+                    p = cu_load_as_double(pdt, prob + (int64_t)poff * pes);
                 }
                 v[j] = v[j] < p ? 1.0 : 0.0;
             }

@@ -554,6 +554,7 @@ static void put_kernel(gen *G, sbuf *b, size_t *name_at)
            "        part[blockIdx.x] = s;\n"
            "        __threadfence();\n"
            "        last = atomicAdd(count, 1u) == gridDim.x - 1;\n"
+           "        if (last) __threadfence(); /* acquire: the other blocks' partials, fenced before their add */\n"
            "    }\n"
            "    __syncthreads();\n"
            "    if (!last) return;\n"
