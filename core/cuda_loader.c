@@ -191,9 +191,10 @@ tc_status tc_cuda_need(const char *op, int dev, const tc_cuda_api **api)
 tc_status tc_cuda_backend_status(const tc_cuda_api *api, tc_status s)
 {
     if (s == TC_OK) return TC_OK;
-    tc_cuda_capture_note_failure(s); /* work missing from an open capture fails it */
     const char *m = api->last_error();
-    return tc_set_error(s, "%s", m && *m ? m : "cuda: backend call failed without a message");
+    s = tc_set_error(s, "%s", m && *m ? m : "cuda: backend call failed without a message");
+    tc_cuda_capture_note_failure(s); /* work missing from an open capture fails it, with this message */
+    return s;
 }
 
 tc_status tc_cuda_device_properties(int dev, tc_cuda_device_props *out)
