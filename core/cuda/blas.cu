@@ -47,10 +47,11 @@ tc_status cu_set_flag(int flag, int64_t value)
 /* ---- handles ---------------------------------------------------------------------------- */
 
 #define MAX_DEVICES 64
-#define POOL_KEEP 16 /* idle handles kept per device; more are destroyed when returned */
+#define POOL_KEEP 16 /* idle handles kept per device; more are destroyed when returned ... */
+#define POOL_MAX 64  /* ... but not while the thread captures (cublasDestroy waits for the device) */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static cublasHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
+static cublasHandle_t g_idle[MAX_DEVICES][POOL_MAX];
 static int g_nidle[MAX_DEVICES];
 
 static tc_status blas_fail(cublasStatus_t st, const char *op, const char *what)
@@ -66,7 +67,9 @@ static tc_status blas_fail(cublasStatus_t st, const char *op, const char *what)
 /* The handle's work goes on the calling thread's current stream (handles are shared
  * between threads through the pool, so the stream is set at every checkout). Since CUDA
  * 12.2 cuBLAS takes its workspace stream-ordered (cudaMallocAsync), which graph capture
- * records, so no workspace of our own is bound. */
+ * records, so no workspace of our own is bound; but that memory comes from outside the
+ * caching allocator, so a GEMM that fails for lack of it runs again once the cache has
+ * been given back to the device (run_gemm), as the allocator's own retry does. */
 static tc_status bind_stream(cublasHandle_t h, const char *op)
 {
     cublasStatus_t st = cublasSetStream(h, cu_stream());
@@ -89,8 +92,15 @@ static tc_status handle_get(int dev, cublasHandle_t *h, const char *op)
         }
         return s;
     }
-    cublasStatus_t st = cublasCreate(h);
-    if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(st, op, "cublasCreate");
+    cublasStatus_t st;
+    { /* it allocates device memory: allowed inside this thread's capture (cuda_internal.h) */
+        cu_relaxed_capture relaxed;
+        st = cublasCreate(h);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        *h = NULL;
+        return blas_fail(st, op, "cublasCreate");
+    }
     /* Reductions (split-K) in the compute type, never in f16/bf16: one rounding at the
      * store, as the CPU's f32 computation. TF32 is chosen per call by the compute type. */
     st = cublasSetMathMode(*h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
@@ -108,11 +118,22 @@ static tc_status handle_get(int dev, cublasHandle_t *h, const char *op)
 
 static void handle_put(int dev, cublasHandle_t h)
 {
+    bool capturing = cu_capturing_any();
     pthread_mutex_lock(&g_mu);
-    bool keep = g_nidle[dev] < POOL_KEEP;
+    bool keep = g_nidle[dev] < (capturing ? POOL_MAX : POOL_KEEP);
     if (keep) g_idle[dev][g_nidle[dev]++] = h;
     pthread_mutex_unlock(&g_mu);
     if (!keep) cublasDestroy(h);
+}
+
+void cu_blas_warm(int dev)
+{
+    if (dev < 0 || dev >= MAX_DEVICES) return;
+    pthread_mutex_lock(&g_mu);
+    bool empty = g_nidle[dev] == 0;
+    pthread_mutex_unlock(&g_mu);
+    cublasHandle_t h;
+    if (empty && handle_get(dev, &h, "cuBLAS handle") == TC_OK) handle_put(dev, h);
 }
 
 /* ---- operands ----------------------------------------------------------------------------- */
@@ -186,10 +207,19 @@ static bool types_of(int dt, gemm_types *g)
     }
 }
 
+/* A cuBLAS call, made again once if it failed for lack of device memory and the cache
+ * could be given back (not while capturing). A failed call has queued nothing. */
+template <class F> static cublasStatus_t with_memory_retry(int dev, F call)
+{
+    cublasStatus_t st = call();
+    if (st == CUBLAS_STATUS_ALLOC_FAILED && !cu_capturing_any() && cu_release_cache(dev) == TC_OK) st = call();
+    return st;
+}
+
 /* One planned call over `batch` matrices (sum: added into one C in batch order, the first
  * weighted by beta, the rest by 1). */
-static tc_status run_gemm(cublasHandle_t h, const gemm_types *ty, int64_t es, const mm_call *g, int64_t batch,
-                          bool sum, double alpha, double beta, cudaDataType_t ctype, const char *op)
+static tc_status run_gemm(int dev, cublasHandle_t h, const gemm_types *ty, int64_t es, const mm_call *g,
+                          int64_t batch, bool sum, double alpha, double beta, cudaDataType_t ctype, const char *op)
 {
     cublasOperation_t ta = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     float fa = (float)alpha, fb = (float)beta, one_f = 1;
@@ -198,16 +228,20 @@ static tc_status run_gemm(cublasHandle_t h, const gemm_types *ty, int64_t es, co
     cublasStatus_t st;
     if (!sum && batch > 1) {
         const void *pb = ty->dbl ? (const void *)&beta : &fb;
-        st = cublasGemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, pa, g->a, ty->t, (int)g->lda, g->sa, g->b, ty->t,
-                                        (int)g->ldb, g->sb, pb, g->c, ctype, (int)g->ldc, g->sc, (int)batch, ty->ct,
-                                        CUBLAS_GEMM_DEFAULT);
+        st = with_memory_retry(dev, [&] {
+            return cublasGemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, pa, g->a, ty->t, (int)g->lda, g->sa, g->b,
+                                              ty->t, (int)g->ldb, g->sb, pb, g->c, ctype, (int)g->ldc, g->sc,
+                                              (int)batch, ty->ct, CUBLAS_GEMM_DEFAULT);
+        });
         return st == CUBLAS_STATUS_SUCCESS ? TC_OK : blas_fail(st, op, "cublasGemmStridedBatchedEx");
     }
     for (int64_t i = 0; i < batch; i++) {
         const void *pb = i > 0 ? (ty->dbl ? (const void *)&one_d : &one_f) : ty->dbl ? (const void *)&beta : &fb;
-        st = cublasGemmEx(h, ta, tb, g->m, g->n, g->k, pa, g->a + i * g->sa * es, ty->t, (int)g->lda,
-                          g->b + i * g->sb * es, ty->t, (int)g->ldb, pb, g->c, ctype, (int)g->ldc, ty->ct,
-                          CUBLAS_GEMM_DEFAULT);
+        st = with_memory_retry(dev, [&] {
+            return cublasGemmEx(h, ta, tb, g->m, g->n, g->k, pa, g->a + i * g->sa * es, ty->t, (int)g->lda,
+                                g->b + i * g->sb * es, ty->t, (int)g->ldb, pb, g->c, ctype, (int)g->ldc, ty->ct,
+                                CUBLAS_GEMM_DEFAULT);
+        });
         if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(st, op, "cublasGemmEx");
     }
     return TC_OK;
@@ -323,7 +357,7 @@ tc_status cu_op_matmul(int dev, const tc_cuda_call *c)
             mm_call g = mm_plan(a, b, dc);
             cublasHandle_t h;
             if ((s = handle_get(dev, &h, op))) goto done;
-            s = run_gemm(h, &ty, es, &g, batch, sum, alpha, cbeta, widen ? CUDA_R_32F : ty.t, op);
+            s = run_gemm(dev, h, &ty, es, &g, batch, sum, alpha, cbeta, widen ? CUDA_R_32F : ty.t, op);
             handle_put(dev, h);
             if (s) goto done;
             if (widen && (s = cu_convert_view(dev, c->op, &D, &D32))) goto done;

@@ -36,6 +36,33 @@ CU_HIDDEN cudaStream_t cu_stream(void);
 CU_HIDDEN bool cu_capturing(int dev);
 /* Whether this thread captures on any device (cudaFree and cudaFreeHost must wait). */
 CU_HIDDEN bool cu_capturing_any(void);
+/* Whether any thread has a CUDA graph capture open on dev: a wait for all of dev's work
+ * (cudaDeviceSynchronize) would invalidate it, whichever thread waits (CUDA Programming
+ * Guide, "Prohibited and Unhandled Operations"). */
+CU_HIDDEN bool cu_device_captured(int dev);
+/* While one lives, this thread may make the calls an open capture of its own otherwise
+ * forbids as potentially unsafe (cudaMalloc, cublasCreate, cudnnCreate): its capture mode
+ * is cudaStreamCaptureModeRelaxed (cudaThreadExchangeStreamCaptureMode), as PyTorch's
+ * caching allocator does when it grows a graph's pool. A no-op when it captures nothing.
+ * Never for a wait on the device: that still breaks the capture. */
+struct cu_relaxed_capture {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    bool swapped;
+    cu_relaxed_capture() : swapped(cu_capturing_any() && cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess) {}
+    ~cu_relaxed_capture()
+    {
+        if (swapped) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    }
+    cu_relaxed_capture(const cu_relaxed_capture &) = delete;
+    cu_relaxed_capture &operator=(const cu_relaxed_capture &) = delete;
+};
+/* Gives dev's cached free blocks back to the device (the allocator's empty_cache), for a
+ * library whose own allocation failed; refused while this thread captures. */
+CU_HIDDEN tc_status cu_release_cache(int dev);
+/* Fill dev's pool of idle cuBLAS (blas.cu) / cuDNN (dnn.cu) handles with one handle if it
+ * is empty; a failure is dropped (the library's first op reports it). dev is current. */
+CU_HIDDEN void cu_blas_warm(int dev);
+CU_HIDDEN void cu_dnn_warm(int dev);
 /* The key the caching allocator files dev's allocations of this thread under: the open
  * capture's private pool, else the current stream. */
 CU_HIDDEN uintptr_t cu_alloc_key(int dev);

@@ -36,7 +36,8 @@
 enum dir { FWD, BWD_DATA, BWD_FILTER };
 
 #define MAX_DEVICES 64
-#define POOL_KEEP 16
+#define POOL_KEEP 16 /* idle handles kept per device; more are destroyed when returned ... */
+#define POOL_MAX 64  /* ... but not while the thread captures (cudnnDestroy waits for the device) */
 #define MAX_ALGOS 16
 #define CACHE_SIZE 256
 #define FIND_WORKSPACE_MAX ((size_t)1 << 30) /* the most cudnnFind* may try algorithms with */
@@ -44,7 +45,7 @@ enum dir { FWD, BWD_DATA, BWD_FILTER };
 /* ---- handles (one per concurrent caller and device, as blas.cu; dnn_handle.h) ------------------------ */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t g_idle[MAX_DEVICES][POOL_KEEP];
+static cudnnHandle_t g_idle[MAX_DEVICES][POOL_MAX];
 static int g_nidle[MAX_DEVICES];
 
 /* The message prefix: op, shapes, dtype ("conv2d (2,3,5,5) * (4,3,3,3) float32"). */
@@ -74,7 +75,10 @@ tc_status cu_dnn_handle_get(int dev, cudnnHandle_t *h, const char *what)
     *h = g_nidle[dev] > 0 ? g_idle[dev][--g_nidle[dev]] : NULL;
     pthread_mutex_unlock(&g_mu);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (!*h) st = cudnnCreate(h);
+    if (!*h) { /* it allocates device memory: allowed inside this thread's capture (cuda_internal.h) */
+        cu_relaxed_capture relaxed;
+        st = cudnnCreate(h);
+    }
     if (st != CUDNN_STATUS_SUCCESS) {
         *h = NULL;
         return cu_dnn_status(st, what, "cudnnCreate");
@@ -89,11 +93,22 @@ tc_status cu_dnn_handle_get(int dev, cudnnHandle_t *h, const char *what)
 
 void cu_dnn_handle_put(int dev, cudnnHandle_t h)
 {
+    bool capturing = cu_capturing_any();
     pthread_mutex_lock(&g_mu);
-    bool keep = g_nidle[dev] < POOL_KEEP;
+    bool keep = g_nidle[dev] < (capturing ? POOL_MAX : POOL_KEEP);
     if (keep) g_idle[dev][g_nidle[dev]++] = h;
     pthread_mutex_unlock(&g_mu);
     if (!keep) cudnnDestroy(h);
+}
+
+void cu_dnn_warm(int dev)
+{
+    if (dev < 0 || dev >= MAX_DEVICES) return;
+    pthread_mutex_lock(&g_mu);
+    bool empty = g_nidle[dev] == 0;
+    pthread_mutex_unlock(&g_mu);
+    cudnnHandle_t h;
+    if (empty && cu_dnn_handle_get(dev, &h, "cuDNN handle") == TC_OK) cu_dnn_handle_put(dev, h);
 }
 
 /* ---- the benchmark cache ------------------------------------------------------------------ */

@@ -407,6 +407,15 @@ static tc_status backward(int dev, const tc_cuda_call *c, const geom &g, const r
         (s = P.dense(&c->in[4], &b, x->op)) || (s = P.dense(&c->in[5], &Y, x->op)) ||
         (s = P.dense(&c->in[7], &dy, x->op)) || (s = P.dense(&c->in[8], &dr, x->op)))
         return s;
+    /* The check below reads a flag back on the host: a wait that a graph capture cannot
+     * record. Without a reserve gradient (the usual case: no loss on the final cell state)
+     * there is nothing to check. */
+    if (dr.data && dr.numel > 0 && cu_capturing(dev))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "%s: cannot check the gradient of the final states on the host while a CUDA graph is being "
+                       "captured on cuda:%d; capture a step whose loss does not use the final cell state, or run it "
+                       "outside the capture",
+                       x->what, dev);
     bool fits;
     if ((s = reserve_grad_fits(g, dr, x, P, &fits))) return s;
     if (!fits)

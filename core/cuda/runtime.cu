@@ -194,7 +194,11 @@ static tc_status raw_alloc(void *ctx, int dev, size_t nbytes, void **ptr, char *
         snprintf(msg, cap, "%s", g_err);
         return s;
     }
-    cudaError_t e = cudaMalloc(ptr, nbytes);
+    cudaError_t e;
+    { /* growing a capture's private pool: allowed, the memory exists at once */
+        cu_relaxed_capture relaxed;
+        e = cudaMalloc(ptr, nbytes);
+    }
     if (e == cudaSuccess) return TC_OK;
     (void)cudaGetLastError();
     snprintf(msg, cap, "cudaMalloc: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
@@ -326,6 +330,8 @@ static tc_status empty_cache(int dev)
     return s ? cu_fail(s, "%s", ca_last_error()) : TC_OK;
 }
 
+tc_status cu_release_cache(int dev) { return empty_cache(dev); }
+
 static tc_status reset_peak_stats(int dev)
 {
     tc_status s = check_ordinal(dev, "cuda reset_peak_stats");
@@ -400,6 +406,11 @@ static tc_status synchronize(int dev)
     if (cu_capturing(dev))
         return cu_fail(TC_ERR_UNSUPPORTED,
                        "cuda: synchronize: cannot wait for cuda:%d while a CUDA graph is being captured on it", dev);
+    if (cu_device_captured(dev))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "cuda: synchronize: cannot wait for cuda:%d while another thread captures a CUDA graph on it "
+                       "(a wait for the whole device would invalidate that capture)",
+                       dev);
     return cu_check(cudaDeviceSynchronize(), "cuda: synchronize");
 }
 

@@ -97,14 +97,19 @@ template <class C, class Key> __host__ __device__ inline int64_t pick_one(const 
     return best;
 }
 
+/* The block sort's shared memory: P int32 positions, then P keys from this byte offset,
+ * 16-byte aligned. (Positions after 1- or 2-byte keys, as they once were, are misaligned
+ * for P < 4: a fatal error on a GPU that the emulator, on x86, cannot show.) */
+__host__ __device__ inline int64_t keys_at(int64_t P) { return (P * (int64_t)sizeof(int32_t) + 15) / 16 * 16; }
+
 template <int DT>
 __global__ void sort_block_kernel(const typename dt<DT>::S *x, typename dt<DT>::S *vals, int64_t *idx, geo<3> rg,
                                   sortargs a)
 {
     using C = typename dt<DT>::C;
     extern __shared__ __align__(16) unsigned char smraw[];
-    C *key = (C *)smraw;
-    int32_t *pos = (int32_t *)(key + a.P);
+    int32_t *pos = (int32_t *)smraw;
+    C *key = (C *)(smraw + keys_at(a.P));
     __shared__ int64_t one;
     const int64_t n = a.n, P = a.P, T = blockDim.x;
     const bool desc = a.op == TC_OP_SORT || a.op == TC_OP_TOPK ? a.desc : false;
@@ -225,6 +230,14 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
     S *vals = (S *)c->out[0].data;
     int64_t *idx = (int64_t *)c->out[1].data;
     const int64_t total = a.rows * a.n;
+    /* cub's segmented sort copies group sizes to the host and waits when it has many
+     * segments (more than 500 in CCCL 3: cccl issue 5661), which a capture cannot record */
+    if (a.rows > 1 && cu_capturing(dev))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "%s: cannot sort %lld rows of %lld elements while a CUDA graph is being captured on cuda:%d "
+                       "(cub's segmented sort may wait on the host); sort rows of at most %d, one row, or outside the "
+                       "capture",
+                       name, (long long)a.rows, (long long)a.n, dev, (int)MAXP);
     scratch kin(dev), kout(dev), iin(dev), iout(dev), offs(dev), tmp(dev);
     tc_status s;
     if ((s = kin.get(sizeof(C) * (size_t)total, name)) || (s = kout.get(sizeof(C) * (size_t)total, name)) ||
@@ -324,7 +337,7 @@ tc_status cu_op_sort(int dev, const tc_cuda_call *c)
             b.P = 1;
             while (b.P < a.n) b.P *= 2;
             int threads = (int)(b.P / 2 < 32 ? 32 : b.P / 2 > BLOCK ? BLOCK : b.P / 2);
-            size_t smem = (size_t)b.P * (sizeof(C) + sizeof(int32_t));
+            size_t smem = (size_t)keys_at(b.P) + (size_t)b.P * sizeof(C);
             unsigned grid = (unsigned)(a.rows < (int64_t)sm_count(dev) * 32 ? a.rows : (int64_t)sm_count(dev) * 32);
             sort_block_kernel<DT><<<grid, threads, smem, cu_stream()>>>((const S *)x.data, (S *)v.data, (int64_t *)ix.data, rg, b);
             return launched(c);

@@ -10,11 +10,17 @@
  * PyTorch the current stream per thread and device). cu_use_device records the device it
  * makes current, so cu_stream() needs no argument at the launch sites.
  *
- * Capture: cudaStreamCaptureModeThreadLocal, so other threads keep working (and may even
- * wait for the device) while this one captures. Streams are created non-blocking: the
- * legacy default stream, which other code may still use, then never joins a capture by its
- * implicit synchronisation (that would invalidate it). Calls that wait on the host are
- * refused while capturing, with a message, rather than left to invalidate the capture.
+ * Capture: cudaStreamCaptureModeThreadLocal, so other threads keep working while this one
+ * captures; but no thread may wait for the whole device then (that invalidates the capture
+ * in any mode), so the backend's device-wide waits refuse while a capture is open on the
+ * device (cu_device_captured) and graph_destroy waits on the graph's own event. Streams are
+ * created non-blocking: the legacy default stream, which other code may still use, then
+ * never joins a capture by its implicit synchronisation (that would invalidate it). Calls
+ * that wait on the host are refused while capturing, with a message, rather than left to
+ * invalidate the capture; so is a capturing stream's wait on an event recorded outside the
+ * capture. The capturing thread's allocations that reach cudaMalloc, and the cuBLAS /
+ * cuDNN handles it makes, run in cudaStreamCaptureModeRelaxed (cu_relaxed_capture); the
+ * handle pools are filled before the capture begins.
  */
 #include "cuda_internal.h"
 #include "cache_alloc.h"
@@ -44,6 +50,10 @@ struct cu_graph {
     size_t staged;  /* bytes of it used */
     void **held;    /* page-locked blocks released during the capture: freed with the graph */
     size_t nheld, capheld;
+    void **recorded; /* during the capture: events whose last record is in it */
+    size_t nrec, caprec;
+    cudaEvent_t done; /* after it: recorded behind each replay, waited for by graph_destroy */
+    bool launched;
 };
 
 #define STAGING_BYTES ((size_t)64 << 10)
@@ -52,6 +62,7 @@ static thread_local int t_dev;                              /* made current by c
 static thread_local cudaStream_t t_stream[CA_MAX_DEVICES]; /* current stream per device */
 static thread_local cu_graph *t_cap[CA_MAX_DEVICES];       /* open capture per device */
 static thread_local int t_ncap;                             /* open captures of this thread */
+static int g_ncap_dev[CA_MAX_DEVICES];                       /* open captures per device, all threads */
 
 tc_status cu_use_device(int dev)
 {
@@ -70,6 +81,11 @@ cudaStream_t cu_stream(void) { return t_stream[t_dev]; }
 bool cu_capturing(int dev) { return dev >= 0 && dev < CA_MAX_DEVICES && t_cap[dev] != nullptr; }
 
 bool cu_capturing_any(void) { return t_ncap > 0; }
+
+bool cu_device_captured(int dev)
+{
+    return dev >= 0 && dev < CA_MAX_DEVICES && __atomic_load_n(&g_ncap_dev[dev], __ATOMIC_ACQUIRE) > 0;
+}
 
 uintptr_t cu_alloc_key(int dev)
 {
@@ -156,6 +172,42 @@ tc_status cu_set_stream(int dev, void *stream)
 
 /* ---- events ------------------------------------------------------------------------------ */
 
+/* Appends p to the growable array *v (n used, cap allocated). */
+static bool ptr_push(void ***v, size_t *n, size_t *cap, void *p)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        void **w = (void **)realloc(*v, c * sizeof *w);
+        if (!w) return false;
+        *v = w, *cap = c;
+    }
+    (*v)[(*n)++] = p;
+    return true;
+}
+
+/* Whether event's last record is in g's capture (remove: and forget it). */
+static bool recorded_in(cu_graph *g, void *event, bool remove)
+{
+    for (size_t i = 0; i < g->nrec; i++)
+        if (g->recorded[i] == event) {
+            if (remove) g->recorded[i] = g->recorded[--g->nrec];
+            return true;
+        }
+    return false;
+}
+
+/* Whether stream belongs to an open capture (the captured stream, or one that joined it by
+ * waiting on an event recorded in it). */
+static bool stream_captures(void *stream)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (!stream || cudaStreamIsCapturing((cudaStream_t)stream, &st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return st != cudaStreamCaptureStatusNone;
+}
+
 tc_status cu_event_create(int dev, int timing, void **event)
 {
     if (!event) return cu_fail(TC_ERR_ARG, "cuda event_create: NULL result");
@@ -180,14 +232,31 @@ tc_status cu_event_record(int dev, void *event, void *stream)
 {
     if (!event) return cu_fail(TC_ERR_ARG, "cuda event_record: NULL event");
     tc_status s = use(dev, "cuda event_record");
-    return s ? s : cu_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cuda event_record");
+    if (!s) s = cu_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cuda event_record");
+    cu_graph *g = t_cap[dev];
+    if (s || !g) return s;
+    /* remember whether this record is inside the open capture (cu_event_wait's check) */
+    bool inside = stream_captures(stream);
+    bool known = recorded_in(g, event, !inside); /* a record outside replaces one inside */
+    if (inside && !known && !ptr_push(&g->recorded, &g->nrec, &g->caprec, event))
+        return cu_fail(TC_ERR_MEMORY, "cuda event_record: no host memory for bookkeeping");
+    return TC_OK;
 }
 
 tc_status cu_event_wait(int dev, void *stream, void *event)
 {
     if (!event) return cu_fail(TC_ERR_ARG, "cuda event_wait: NULL event");
     tc_status s = use(dev, "cuda event_wait");
-    return s ? s : cu_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cuda event_wait");
+    if (s) return s;
+    /* "It is invalid to wait on a non-captured event from a stream which is being captured"
+     * (CUDA Programming Guide): the call would fail and invalidate the capture. */
+    if (stream_captures(stream) && !(t_cap[dev] && recorded_in(t_cap[dev], event, false)))
+        return cu_fail(TC_ERR_UNSUPPORTED,
+                       "cuda event_wait: a stream being captured into a CUDA graph on cuda:%d cannot wait on an event "
+                       "recorded outside the capture (make the stream wait before capture_begin, or record the event "
+                       "inside the capture)",
+                       dev);
+    return cu_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cuda event_wait");
 }
 
 tc_status cu_event_synchronize(int dev, void *event)
@@ -300,6 +369,8 @@ tc_status cu_copy_d2h_async(int dev, void *dst, const void *src, size_t nbytes)
 /* Frees what g owns besides the CUDA graph objects; the caller waited for the device. */
 static void graph_free_parts(cu_graph *g)
 {
+    if (g->done) (void)cudaEventDestroy(g->done);
+    free(g->recorded);
     if (g->pool) (void)cu_pool_close(g->dev, g->pool);
     if (g->staging) (void)cudaFreeHost(g->staging);
     for (size_t i = 0; i < g->nheld; i++) (void)cudaFreeHost(g->held[i]);
@@ -338,7 +409,7 @@ static tc_status devcheck_make(int dev)
         void *p = nullptr;
         s = cu_check(cudaMalloc(&p, sizeof(tc_cuda_devcheck)), "cuda capture_begin: the device error word");
         if (!s) s = cu_check(cudaMemset(p, 0xff, sizeof(tc_cuda_devcheck)), "cuda capture_begin: clear the error word");
-        if (!s) s = cu_check(cudaDeviceSynchronize(), "cuda capture_begin: clear the error word");
+        if (!s) s = cu_check(cudaStreamSynchronize(0), "cuda capture_begin: clear the error word");
         if (!s) __atomic_store_n(&g_word[dev], (tc_cuda_devcheck *)p, __ATOMIC_RELEASE);
         else if (p) (void)cudaFree(p);
     }
@@ -391,6 +462,13 @@ tc_status cu_capture_begin(int dev, void *stream)
                  "cuda capture_begin: page-locked staging memory");
     if (!s) s = cu_pool_open(dev, &g->pool);
     if (!s) s = devcheck_make(dev);
+    /* An idle cuBLAS and cuDNN handle for dev, made now if the pools are empty: made inside
+     * the capture they would allocate device memory there. A library that cannot make one
+     * says so at its first op (a capture without products or convolutions needs none). */
+    if (!s) {
+        cu_blas_warm(dev);
+        cu_dnn_warm(dev);
+    }
     if (!s) s = cu_check(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal), "cuda capture_begin");
     if (s) {
         graph_free_parts(g);
@@ -398,6 +476,7 @@ tc_status cu_capture_begin(int dev, void *stream)
     }
     t_cap[dev] = g;
     t_ncap++;
+    __atomic_add_fetch(&g_ncap_dev[dev], 1, __ATOMIC_ACQ_REL);
     return TC_OK;
 }
 
@@ -414,10 +493,15 @@ tc_status cu_capture_end(int dev, void *stream, void **graph)
     /* From here the capture is over, whatever happens. */
     t_cap[dev] = nullptr;
     t_ncap--;
+    __atomic_sub_fetch(&g_ncap_dev[dev], 1, __ATOMIC_ACQ_REL);
+    free(g->recorded);
+    g->recorded = nullptr, g->nrec = g->caprec = 0;
     s = cu_check(cudaStreamEndCapture(g->stream, &g->graph), "cuda capture_end");
     if (!s) s = cu_check(cudaGraphInstantiate(&g->exec, g->graph, 0), "cuda capture_end: instantiate the graph");
+    if (!s) s = cu_check(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming), "cuda capture_end: an event");
     if (s) {
         /* Nothing of the partial graph ran; its pool goes back as its blocks are freed. */
+        if (g->exec) (void)cudaGraphExecDestroy(g->exec);
         if (g->graph) (void)cudaGraphDestroy(g->graph);
         (void)cudaGetLastError();
         graph_free_parts(g);
@@ -437,7 +521,11 @@ tc_status cu_graph_launch(int dev, void *graph, void *stream)
         s = cu_fail(TC_ERR_UNSUPPORTED, "cuda graph_launch: cannot replay a graph while capturing another on cuda:%d",
                     dev);
     if (!s && cu_devcheck_word(dev)) __atomic_store_n(&g_armed[dev], 1, __ATOMIC_RELEASE);
-    return s ? s : cu_check(cudaGraphLaunch(g->exec, (cudaStream_t)stream), "cuda graph_launch");
+    if (!s) s = cu_check(cudaGraphLaunch(g->exec, (cudaStream_t)stream), "cuda graph_launch");
+    /* launches of one graph run in order, so the last one's event covers them all */
+    if (!s) s = cu_check(cudaEventRecord(g->done, (cudaStream_t)stream), "cuda graph_launch: record");
+    if (!s) g->launched = true;
+    return s;
 }
 
 tc_status cu_graph_destroy(int dev, void *graph)
@@ -449,8 +537,9 @@ tc_status cu_graph_destroy(int dev, void *graph)
     if (!s && cu_capturing_any())
         s = cu_fail(TC_ERR_UNSUPPORTED, "cuda graph_destroy: cannot wait for replays to finish while this thread "
                                         "captures a CUDA graph");
-    /* A replay may still run: its pool and staging memory go back only after it. */
-    if (!s) s = cu_check(cudaDeviceSynchronize(), "cuda graph_destroy: synchronize");
+    /* A replay may still run: its pool and staging memory go back only after it. Its own
+     * event, not the device: a device-wide wait would break another thread's capture. */
+    if (!s && g->launched) s = cu_check(cudaEventSynchronize(g->done), "cuda graph_destroy: synchronize");
     if (s) return s;
     (void)cudaGraphExecDestroy(g->exec);
     (void)cudaGraphDestroy(g->graph);

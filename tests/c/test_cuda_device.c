@@ -678,3 +678,32 @@ TEST(cuda_dev_index_and_sort_over_their_inputs)
     if (!mock_backend()) CHECK(now == fallbacks);
     ct_drop();
 }
+
+/* cuBLAS takes its workspace from the device outside the caching allocator: a product that
+ * finds the device full of cached blocks runs once they are given back (blas.cu). Over the
+ * emulator only, whose cuBLAS needs exactly 4 MiB free; a GPU's needs are its own. */
+TEST(cuda_dev_matmul_memory_retry)
+{
+    if (!have_device(ctest_failed)) return;
+    if (ct_cuda_emu_launches("") < 0) {
+        printf("  skip: needs the emulator's cuBLAS (its workspace size is known)\n");
+        return;
+    }
+    const int64_t MiB = (int64_t)1 << 20;
+    tc_cuda_device_props pr;
+    tc_cuda_memstats full, after;
+    tc_tensor *a = on_dev(ct_keep(ct_from(TC_F32, 2, SZ(2, 2), VALS(1, 2, 3, 4)))), *r = NULL, *big = NULL;
+    CHECK_OK(tc_cuda_device_properties(0, &pr));
+    CHECK_OK(tc_cuda_memory_stats(0, &full));
+    int64_t fill = (pr.total_memory - full.reserved_bytes - 2 * MiB) / (2 * MiB) * (2 * MiB);
+    CHECK_OK(tc_tensor_new_on(DEV, TC_U8, 1, SZ(fill), &big));
+    tc_tensor_release(big); /* cached, not given back: 2 to 4 MiB of the device left */
+    CHECK_OK(tc_cuda_memory_stats(0, &full));
+    CHECK(pr.total_memory - full.reserved_bytes < 4 * MiB);
+    CHECK_OK(ct_run1(TC_OP_MM, a, a, NULL, NULL, &r));
+    ct_keep(r);
+    CHECK(SAME(host(r), 7, 10, 15, 22));
+    CHECK_OK(tc_cuda_memory_stats(0, &after));
+    CHECK(after.reserved_bytes < full.reserved_bytes); /* the cache was given back */
+    ct_drop();
+}

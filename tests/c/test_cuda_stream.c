@@ -6,13 +6,18 @@
  * CUDA device: without one they check that the calls fail cleanly and pass. tests/run.sh
  * runs every cuda_dev* test again over the mock backend (two devices), whose capture records
  * and replays the calls, so the capture logic is tested end to end without a GPU; values
- * are checked there and on a GPU alike.
+ * are checked there and on a GPU alike. cuda_dev_stream_capture_cuda_rules checks what CUDA
+ * itself forbids around a capture (another thread's wait for the whole device, a wait on an
+ * event from outside): the real backend's checks, run over the emulator, which enforces
+ * CUDA's rules, and a GPU; the mock skips it.
  */
 #include "ctest.h"
 #include "cuda_test_util.h"
 #include "cuda/cache_alloc.h"
 #include "cuda/cuda_api.h"
 #include "internal.h"
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define DEV TC_DEVICE_CUDA(0)
@@ -445,5 +450,73 @@ TEST(cuda_dev_stream_capture_refusals)
     ct_keep(y2);
     CHECK(SAME(host(y2), 8, 6, 4, 2));
     CHECK_OK(tc_cuda_synchronize(0));
+    ct_drop();
+}
+
+/* ---- what CUDA itself forbids around a capture (the CUDA backend's checks: a GPU or the
+ * emulator, whose runtime enforces the same rules; the mock has none of them) ---------------- */
+
+struct other_thread {
+    tc_cuda_graph *free_me;
+    tc_status sync;
+    char msg[300];
+};
+
+static void *other_thread_body(void *arg)
+{
+    struct other_thread *o = arg;
+    o->sync = tc_cuda_synchronize(0); /* a wait for the whole device */
+    snprintf(o->msg, sizeof o->msg, "%s", tc_last_error());
+    tc_cuda_graph_free(o->free_me); /* waits for that graph's replays only */
+    return NULL;
+}
+
+TEST(cuda_dev_stream_capture_cuda_rules)
+{
+    if (!have_device(ctest_failed)) return;
+    if (mock_backend()) {
+        printf("  skip: checks of the CUDA backend (a GPU or the emulator), not the mock\n");
+        return;
+    }
+    tc_tensor *x = on_dev(ct_keep(ct_from(TC_F32, 1, SZ(4), VALS(1, 2, 3, 4)))), *y = NULL, *z = NULL;
+    tc_cuda_graph *old = NULL, *g = NULL;
+    CHECK_OK(tc_cuda_graph_begin(0, NULL)); /* a graph replayed once, freed below by another thread */
+    CHECK_OK(ct_run1(TC_OP_ADD, x, x, NULL, P(.s = {1}), &y));
+    ct_keep(y);
+    CHECK_OK(tc_cuda_graph_end(0, &old));
+    CHECK_OK(tc_cuda_graph_replay(old));
+    /* While this thread captures (allocating: the product is a new tensor), another thread's
+     * wait for the whole device is refused -- CUDA would invalidate the capture -- and its
+     * freeing of a graph waits for that graph only, so the capture survives both. */
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    CHECK_OK(ct_run1(TC_OP_MUL, x, x, NULL, NULL, &z));
+    ct_keep(z);
+    struct other_thread o = {.free_me = old, .sync = TC_OK};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other_thread_body, &o) == 0);
+    pthread_join(t, NULL);
+    CHECK(o.sync == TC_ERR_UNSUPPORTED && strstr(o.msg, "while another thread captures a CUDA graph on it"));
+    CHECK_OK(tc_cuda_graph_end(0, &g));
+    CHECK_OK(tc_cuda_graph_replay(g));
+    CHECK(SAME(host(z), 1, 4, 9, 16) && SAME(host(y), 2, 4, 6, 8));
+    tc_cuda_graph_free(g);
+    /* A capturing stream may wait on an event recorded in the capture, not on one recorded
+     * outside it (CUDA fails that wait and invalidates the capture). */
+    tc_cuda_event *outside = NULL, *inside = NULL;
+    CHECK_OK(tc_cuda_event_new(0, 0, &outside));
+    CHECK_OK(tc_cuda_event_new(0, 0, &inside));
+    CHECK_OK(tc_cuda_event_record(outside, NULL));
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    tc_cuda_stream *cap = tc_cuda_current_stream(0);
+    CHECK_OK(tc_cuda_event_record(inside, cap));
+    CHECK_OK(tc_cuda_event_wait(inside, cap));
+    CHECK_ERR(tc_cuda_event_wait(outside, cap), TC_ERR_UNSUPPORTED, "cannot wait on an event recorded outside");
+    g = NULL;
+    CHECK_ERR(tc_cuda_graph_end(0, &g), TC_ERR_UNSUPPORTED, "cannot wait on an event recorded outside");
+    CHECK(g == NULL);
+    CHECK_OK(tc_cuda_event_wait(outside, NULL)); /* outside a capture: fine */
+    CHECK_OK(tc_cuda_synchronize(0));
+    tc_cuda_event_free(outside);
+    tc_cuda_event_free(inside);
     ct_drop();
 }

@@ -39,6 +39,20 @@ void enqueue(cudaStream_t s, const char *what, std::function<void()> work);
  * returns false; the caller then returns its library's invalid-value status. */
 bool device_range(const void *p, size_t nbytes, const char *what);
 
+/* Whether this thread may not make a potentially unsafe call now (cudaMalloc, a library
+ * call that allocates device memory, a wait for the device): a capture is open in a mode
+ * that forbids it (cudaThreadExchangeStreamCaptureMode's rules). If so, the captures
+ * concerned are invalidated and the call's error is set. */
+bool capture_forbids(const char *what);
+/* The same for a wait for all of the current device's work (cudaDeviceSynchronize, and
+ * the library calls that do one: cublasDestroy): forbidden as above, and also, from any
+ * thread in any mode, while a stream of that device captures. */
+bool device_wait_forbidden(const char *what);
+
+/* Whether nbytes more fit on the current device (its TOCHA_CUDA_EMU_CAPACITY less what
+ * cudaMalloc has handed out): for library allocations made outside the caller's allocator. */
+bool device_room(size_t nbytes);
+
 /* Prints "emu: " + the message to stderr (diagnostics that are not errors of the call). */
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

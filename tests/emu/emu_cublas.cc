@@ -6,7 +6,9 @@
  *   beta == 0: C is not read (NaN in C does not propagate), as cuBLAS documents;
  *   k == 0 or alpha == 0: A and B are not read (reference BLAS's quick return): C = beta C;
  *   alpha / beta: host pointer mode (the only mode a handle of this emulator has), copied
- *   at the call, so a captured GEMM replays the values of its capture.
+ *   at the call, so a captured GEMM replays the values of its capture;
+ *   a GEMM needs EMU_CUBLAS_WORKSPACE bytes of free device memory (cuBLAS's default
+ *   workspace, taken stream-ordered when none is bound), else CUBLAS_STATUS_ALLOC_FAILED.
  * Type combinations (cublasGemmEx's table): 64F compute over f64; 32F (and PEDANTIC,
  * FAST_16F/16BF/TF32) over f32 -> f32, f16 -> f16|f32, bf16 -> bf16|f32; 16F compute over
  * f16. Inputs are widened to the compute type and each product accumulated there in k
@@ -20,6 +22,8 @@
  */
 #include "emu.h"
 #include <cublas_v2.h>
+
+#define EMU_CUBLAS_WORKSPACE (4 << 20) /* cuBLAS's default workspace before Hopper: 4 MiB */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -348,6 +352,13 @@ cublasStatus_t gemm_call(const char *fn, cublasHandle_t handle, cublasOperation_
         emu::note("%s: strideC %lld < one C matrix (%lld elements): the batch's results overlap (undefined on a GPU)",
                   fn, strideC, (long long)(n - 1) * ldc + m);
 #undef BAD
+    /* With no workspace bound, cuBLAS (12.2 and later) takes one stream-ordered from the
+     * device's free memory (cudaMallocAsync), outside tocha's caching allocator: when that
+     * allocator's cache holds the rest of the device, the call fails (PyTorch met this). */
+    if (!emu::device_room(EMU_CUBLAS_WORKSPACE)) {
+        emu::note("%s: no room for cuBLAS's %d-byte workspace on the device", fn, EMU_CUBLAS_WORKSPACE);
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
     gemm g;
     g.ta = ta, g.tb = tb, g.m = m, g.n = n, g.k = k;
     g.a = (const char *)A, g.b = (const char *)B, g.c = (char *)C;
@@ -376,6 +387,10 @@ cublasStatus_t CUBLASWINAPI cublasCreate_v2(cublasHandle_t *handle)
         emu::note("cublasCreate_v2: handle pointer is NULL");
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    /* "allocates hardware resources on the host and device" (cuBLAS guide): a cudaMalloc,
+     * which an open capture may forbid (emu.h) */
+    *handle = nullptr;
+    if (emu::capture_forbids("cublasCreate_v2 (allocates device memory)")) return CUBLAS_STATUS_NOT_INITIALIZED;
     cublasHandle_t h = new cublasContext{nullptr, CUBLAS_DEFAULT_MATH};
     std::lock_guard<std::mutex> l(g_mu);
     g_live.insert(h);
@@ -386,6 +401,8 @@ cublasStatus_t CUBLASWINAPI cublasCreate_v2(cublasHandle_t *handle)
 cublasStatus_t CUBLASWINAPI cublasDestroy_v2(cublasHandle_t handle)
 {
     if (!live(handle, "cublasDestroy_v2")) return CUBLAS_STATUS_NOT_INITIALIZED;
+    /* "will implicitly call cublasDeviceSynchronize()" (cuBLAS guide) */
+    if (emu::device_wait_forbidden("cublasDestroy_v2 (synchronizes the device)")) return CUBLAS_STATUS_INTERNAL_ERROR;
     {
         std::lock_guard<std::mutex> l(g_mu);
         g_live.erase(handle);

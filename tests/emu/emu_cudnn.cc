@@ -111,6 +111,10 @@ extern "C" const char *cudnnGetErrorString(cudnnStatus_t st)
 extern "C" cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
 {
     if (!h) return BAD("cudnnCreate: handle pointer is NULL");
+    /* it allocates device resources and, as cuBLAS's, may not run inside a capture that
+     * forbids cudaMalloc (emu.h) */
+    *h = nullptr;
+    if (emu::capture_forbids("cudnnCreate (allocates device memory)")) return CUDNN_STATUS_INTERNAL_ERROR;
     *h = new cudnnContext{EMU_DNN_MAGIC, (cudaStream_t)0};
     return CUDNN_STATUS_SUCCESS;
 }
@@ -118,6 +122,8 @@ extern "C" cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
 extern "C" cudnnStatus_t cudnnDestroy(cudnnHandle_t h)
 {
     if (!handle_ok(h, "cudnnDestroy")) return CUDNN_STATUS_BAD_PARAM;
+    /* releasing the handle's resources waits for the device, as cublasDestroy does */
+    if (emu::device_wait_forbidden("cudnnDestroy (synchronizes the device)")) return CUDNN_STATUS_INTERNAL_ERROR;
     h->magic = 0;
     delete h;
     return CUDNN_STATUS_SUCCESS;

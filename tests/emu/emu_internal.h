@@ -19,10 +19,6 @@ cudaError_t error_of(const std::function<void()> &f);
 cudaError_t take_error_of(const std::function<void()> &f);
 /* enqueue for a kernel: the stream must belong to the current device, as for a launch. */
 void enqueue_kernel(cudaStream_t s, const char *what, std::function<void()> work);
-/* Whether this thread may not make a call that waits for the device now (a capture is open
- * in a mode that forbids it): if so, the captures concerned are invalidated and the call's
- * error is set. */
-bool capture_forbids(const char *what);
 /* Runs the held work of device dev (-1: every device), as the calls that wait for the
  * device do; returns its first error, also left for cudaGetLastError. */
 cudaError_t finish_device_work(int dev);

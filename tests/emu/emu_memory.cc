@@ -326,10 +326,21 @@ device_access::~device_access()
 /* ---- the runtime's memory calls -------------------------------------------------------------- */
 /* The exported ones (EMU_API) are what tests/emu/test_emu_driver.cc gives its kernels. */
 
-/* Allowed while capturing (it is not captured: the memory exists at once), as PyTorch's
- * caching allocator relies on when it grows a graph's private pool during a capture. */
+bool emu::device_room(size_t nbytes)
+{
+    int dev = current_device();
+    std::lock_guard<std::mutex> l(g_alloc_mu);
+    return g_used[dev] + nbytes <= emu::capacity();
+}
+
+/* Potentially unsafe while capturing (it is not captured: the memory exists at once):
+ * refused unless this thread's capture mode allows it, as on a GPU. An allocator that grows
+ * a graph's private pool during a capture switches to cudaStreamCaptureModeRelaxed first
+ * (cudaThreadExchangeStreamCaptureMode), as PyTorch's caching allocator does. */
 EMU_API cudaError_t cudaMalloc(void **p, size_t n)
 {
+    *p = nullptr;
+    if (emu::capture_forbids("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
     int dev = current_device();
     std::lock_guard<std::mutex> l(g_alloc_mu);
     *p = nullptr;

@@ -121,6 +121,7 @@ std::set<emu_event *> &g_events = *new std::set<emu_event *>;
 std::set<capture *> &g_captures = *new std::set<capture *>;
 thread_local int t_dev;
 thread_local cudaError_t t_error = cudaSuccess;
+thread_local cudaStreamCaptureMode t_mode = cudaStreamCaptureModeGlobal; /* cudaThreadExchangeStreamCaptureMode's */
 
 using emu::capacity;
 using emu::compute_capability;
@@ -136,19 +137,40 @@ double now_ms()
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Called with g_mu held: whether this thread may not make a call that can wait for the
- * device, per CUDA's capture modes; if so the captures concerned are invalidated. */
+/* Called with g_mu held: whether this thread may not make a potentially unsafe call
+ * (cudaMalloc, a call that waits for the device) now; if so the captures concerned are
+ * invalidated. CUDA's rules (cudaThreadExchangeStreamCaptureMode in cuda_runtime_api.h): a
+ * thread whose own mode is Relaxed may; otherwise its own capture, begun in a mode other than
+ * Relaxed, forbids it, and so does another thread's capture begun in mode Global when this
+ * thread's mode is Global (the default). */
 bool forbidden_locked(const char *what)
 {
+    if (t_mode == cudaStreamCaptureModeRelaxed) return false;
     bool no = false;
     for (capture *c : g_captures) {
         bool mine = c->owner == std::this_thread::get_id();
-        if ((mine && c->mode != cudaStreamCaptureModeRelaxed) || (!mine && c->mode == cudaStreamCaptureModeGlobal)) {
+        if ((mine && c->mode != cudaStreamCaptureModeRelaxed) ||
+            (!mine && c->mode == cudaStreamCaptureModeGlobal && t_mode == cudaStreamCaptureModeGlobal)) {
             c->invalid = true;
             no = true;
         }
     }
     if (no) fail(cudaErrorStreamCaptureUnsupported, "%s while a stream captures (this invalidates the capture)", what);
+    return no;
+}
+/* Whether a wait for all of device dev's work conflicts with a capture: "It is invalid to
+ * ... synchronize a broader handle which encompasses an active stream capture, such as a
+ * device or context handle" (CUDA Programming Guide, stream capture), from any thread in any
+ * mode; if so those captures are invalidated and the error set. */
+bool device_wait_conflicts(int dev, const char *what)
+{
+    std::lock_guard<std::mutex> l(g_mu);
+    bool no = false;
+    for (capture *c : g_captures)
+        if (c->dev == dev) c->invalid = no = true;
+    if (no)
+        fail(cudaErrorStreamCaptureUnsupported, "%s of device %d while a stream of it captures (this invalidates the "
+                                                "capture, whichever thread owns it)", what, dev);
     return no;
 }
 bool forbidden(const char *what)
@@ -342,6 +364,7 @@ cudaError_t fail(cudaError_t e, const char *fmt, ...)
 }
 
 bool capture_forbids(const char *what) { return forbidden(what); }
+bool device_wait_forbidden(const char *what) { return forbidden(what) || device_wait_conflicts(t_dev, what); }
 cudaError_t finish_device_work(int dev) { return run_device(dev); }
 
 cudaError_t error_of(const std::function<void()> &f)
@@ -449,7 +472,18 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attr, const void *func)
 }
 cudaError_t cudaDeviceSynchronize(void)
 {
-    return forbidden("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : run_device(t_dev);
+    return emu::device_wait_forbidden("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : run_device(t_dev);
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode)
+{
+    if (!mode) return fail(cudaErrorInvalidValue, "cudaThreadExchangeStreamCaptureMode: NULL mode");
+    if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+        *mode != cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorInvalidValue, "cudaThreadExchangeStreamCaptureMode: mode %d", (int)*mode);
+    cudaStreamCaptureMode old = t_mode;
+    t_mode = *mode;
+    *mode = old;
+    return cudaSuccess;
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -595,11 +629,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int)
     if (!ev) return t_error;
     capture *c = ev->cap && g_captures.count(ev->cap) ? ev->cap : nullptr;
     if (!c) {
+        /* "It is invalid to wait on a non-captured event from a stream which is being
+         * captured" (CUDA Programming Guide, stream capture) */
+        if (st && st->cap && ev->recorded) {
+            st->cap->invalid = true;
+            return fail(cudaErrorStreamCaptureIsolation,
+                        "cudaStreamWaitEvent: a capturing stream waits on an event recorded outside the capture");
+        }
         if (!ev->held_on) return cudaSuccess; /* never recorded, or the work it marks has run */
         dependency d{ev->held_on, ev->held_seq};
-        bool capturing = st && st->cap;
         l.unlock();
-        if (capturing) return run_held(d.stream, d.seq) == cudaSuccess ? cudaSuccess : t_error; /* before the graph */
         hold(st, "cudaStreamWaitEvent", [] {}, {d});
         return cudaSuccess;
     }
@@ -666,6 +705,17 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
     st->cap = c;
     st->last_work = st->joined = 0;
     g_captures.insert(c);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status)
+{
+    emu_stream *st;
+    if (!status) return fail(cudaErrorInvalidValue, "cudaStreamIsCapturing: NULL status");
+    *status = cudaStreamCaptureStatusNone;
+    if (!resolve(s, &st, "cudaStreamIsCapturing")) return t_error;
+    std::lock_guard<std::mutex> l(g_mu);
+    if (st && st->cap)
+        *status = st->cap->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)

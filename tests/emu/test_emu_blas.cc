@@ -55,6 +55,13 @@ bool device_range(const void *p, size_t nbytes, const char *what)
     return false;
 }
 
+/* what the emulator's runtime answers while a capture forbids the call (set by the test) */
+static bool g_forbid_alloc, g_forbid_wait;
+bool capture_forbids(const char *) { return g_forbid_alloc; }
+bool device_wait_forbidden(const char *) { return g_forbid_wait; }
+static bool g_full; /* the device has no room for cuBLAS's workspace */
+bool device_room(size_t) { return !g_full; }
+
 void note(const char *fmt, ...)
 {
     char buf[512];
@@ -370,7 +377,10 @@ static void test_args(cublasHandle_t h)
     g_enqueued = 0;
     EXPECT(ex(h, CUBLAS_OP_N, 4, 4, 4, 4, 4, 4) == CUBLAS_STATUS_SUCCESS, "valid call");
     EXPECT(g_enqueued == 1, "valid call enqueued %d", g_enqueued);
-    g_enqueued = 0;
+    g_enqueued = 0, emu::g_full = true; /* no room for the workspace: nothing runs */
+    EXPECT(ex(h, CUBLAS_OP_N, 4, 4, 4, 4, 4, 4) == CUBLAS_STATUS_ALLOC_FAILED && g_enqueued == 0, "device full");
+    EXPECT(g_note.find("workspace") != std::string::npos, "note names the workspace: %s", g_note.c_str());
+    emu::g_full = false;
     EXPECT(ex(h, CUBLAS_OP_N, -1, 4, 4, 4, 4, 4) == CUBLAS_STATUS_INVALID_VALUE, "m < 0");
     EXPECT(g_note.find("m=-1") != std::string::npos, "note names m: %s", g_note.c_str());
     EXPECT(ex(h, CUBLAS_OP_N, 4, -1, 4, 4, 4, 4) == CUBLAS_STATUS_INVALID_VALUE, "n < 0");
@@ -441,6 +451,15 @@ static void test_args(cublasHandle_t h)
                CUBLAS_STATUS_SUCCESS,
            "math mode with DISALLOW_REDUCED_PRECISION_REDUCTION");
     EXPECT(cublasSetMathMode(h2, (cublasMath_t)5) == CUBLAS_STATUS_INVALID_VALUE, "bad math mode");
+    /* a capture that forbids allocating forbids cublasCreate; one that forbids waiting for
+     * the device forbids cublasDestroy, which leaves the handle alive */
+    cublasHandle_t h3 = (cublasHandle_t)&g_note;
+    emu::g_forbid_alloc = true;
+    EXPECT(cublasCreate(&h3) == CUBLAS_STATUS_NOT_INITIALIZED && h3 == nullptr, "create refused in a capture");
+    emu::g_forbid_alloc = false, emu::g_forbid_wait = true;
+    EXPECT(cublasDestroy(h2) == CUBLAS_STATUS_INTERNAL_ERROR, "destroy refused in a capture");
+    EXPECT(cublasSetStream(h2, nullptr) == CUBLAS_STATUS_SUCCESS, "the handle survives a refused destroy");
+    emu::g_forbid_wait = false;
     EXPECT(cublasDestroy(h2) == CUBLAS_STATUS_SUCCESS, "destroy");
     EXPECT(cublasSetStream(h2, nullptr) == CUBLAS_STATUS_NOT_INITIALIZED, "destroyed handle refused");
     EXPECT(ex(h2, CUBLAS_OP_N, 4, 4, 4, 4, 4, 4) == CUBLAS_STATUS_NOT_INITIALIZED, "gemm on a destroyed handle");

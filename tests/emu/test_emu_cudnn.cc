@@ -36,6 +36,10 @@ bool device_range(const void *p, size_t n, const char *what)
     notes++;
     return false;
 }
+/* what the emulator's runtime answers while a capture forbids the call (set by the test) */
+static bool forbid_alloc, forbid_wait;
+bool capture_forbids(const char *) { return forbid_alloc; }
+bool device_wait_forbidden(const char *) { return forbid_wait; }
 void note(const char *fmt, ...)
 {
     notes++;
@@ -498,7 +502,16 @@ static void test_capture()
     delete x;
     delete y;
     dfree(yp);
-    cudnnDestroy(h);
+    /* a capture that forbids allocating forbids cudnnCreate; one that forbids waiting for
+     * the device forbids cudnnDestroy, which leaves the handle alive */
+    cudnnHandle_t h2 = (cudnnHandle_t)&notes;
+    emu::forbid_alloc = true;
+    CHECK(cudnnCreate(&h2) == CUDNN_STATUS_INTERNAL_ERROR && h2 == NULL, "create refused in a capture");
+    emu::forbid_alloc = false, emu::forbid_wait = true;
+    CHECK(cudnnDestroy(h) == CUDNN_STATUS_INTERNAL_ERROR, "destroy refused in a capture");
+    OK(cudnnSetStream(h, NULL)); /* still alive */
+    emu::forbid_wait = false;
+    OK(cudnnDestroy(h));
 }
 
 /* NHWC tensors (cudnnSetTensor4dDescriptor's format) give the NCHW results. */
