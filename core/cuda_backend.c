@@ -299,11 +299,16 @@ tc_status tc_cuda_synchronize(int dev)
 
 /* Inputs and results cross to the host (results with their current contents: some ops
  * accumulate into them, and an in-place result is an input), the CPU kernel runs, and the
- * results cross back. Host copies of one tensor given twice are shared. */
-static tc_status host_fallback(const tc_kcall *k, int device)
+ * results cross back. Host copies of one tensor given twice are shared. declined: why the
+ * CUDA backend did not run the call (its message), named when a capture refuses the
+ * fallback -- there it is the reason the op cannot be captured. */
+static tc_status host_fallback(const tc_kcall *k, int device, const char *declined)
 {
     enum { MAXT = 512 };
-    TRY(tc_cuda_capture_refuse(k->info->name, device, "run on the host (no CUDA kernel for it here)",
+    char what[400];
+    snprintf(what, sizeof what, "run on the host (the CUDA backend declined it: %s)",
+             declined && *declined ? declined : "no CUDA kernel for it here");
+    TRY(tc_cuda_capture_refuse(k->info->name, device, what,
                                "the host fallback copies values to the host and back, which a graph cannot record"));
     int n = k->nin + k->nout;
     if (n > MAXT) return tc_set_error(TC_ERR_UNSUPPORTED, "%s: too many inputs for the host fallback", k->info->name);
@@ -417,10 +422,11 @@ static tc_status cuda_kernel(const tc_kcall *k)
     }
 
     if (k->nin > TC_CUDA_MAX_INPUTS) {
-        if (!tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK))
-            return tc_set_error(TC_ERR_UNSUPPORTED, "%s: no CUDA kernel for %d inputs (at most %d)", k->info->name,
-                                k->nin, TC_CUDA_MAX_INPUTS);
-        return host_fallback(k, device);
+        char why[160];
+        snprintf(why, sizeof why, "%s: no CUDA kernel for %d inputs (at most %d)", k->info->name, k->nin,
+                 TC_CUDA_MAX_INPUTS);
+        if (!tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK)) return tc_set_error(TC_ERR_UNSUPPORTED, "%s", why);
+        return host_fallback(k, device, why);
     }
     if (k->info->kind == TC_KIND_RANDOM) TRY(random_capturable(k, device));
     tc_cuda_view small[8], *views = small;
@@ -466,7 +472,7 @@ static tc_status cuda_kernel(const tc_kcall *k)
     if (views != small) free(views);
     if (s != TC_ERR_UNSUPPORTED || !tc_cuda_get_flag(TC_CUDA_FLAG_HOST_FALLBACK))
         return tc_cuda_backend_status(api, s);
-    return host_fallback(k, device);
+    return host_fallback(k, device, api->last_error());
 }
 
 #define TC_EW(ID, name, arity, nparams, flags, ffmt, ifmt) [TC_OP_##ID] = cuda_kernel,

@@ -21,17 +21,17 @@
  * sample searches (slot base + row * samples + sample, as the CPU). Without replacement:
  * category j of row r gets the key E / w_j (E exponential from slot base + r * ncat + j, +inf
  * for w_j = 0), and the first `samples` categories in key order, equal keys by position,
- * are drawn: cub's stable segmented sort, the CPU's qsort with a position tie-break. The
- * keys use the device's log1p, which may differ from glibc's in the last bit, so two keys
- * within an ulp of each other may come out in the other order (cu_elem.h says the same of
- * the elementwise samplers).
+ * are drawn: cub's stable pair sort (sort_pairs.h), the CPU's qsort with a position
+ * tie-break. The keys use the device's log1p, which may differ from glibc's in the last bit,
+ * so two keys within an ulp of each other may come out in the other order (cu_elem.h says
+ * the same of the elementwise samplers).
  *
  * The probabilities were checked on the host (core/shape_random.c): finite, non-negative,
  * a positive sum per row and, without replacement, enough non-zero categories.
  */
 #include "kern.h"
 #include "cu_elem.h"
-#include <cub/cub.cuh>
+#include "sort_pairs.h"
 
 using namespace tck;
 
@@ -281,16 +281,9 @@ tc_status multinomial(int dev, const tc_cuda_call *c)
         return s;
     mn_keys<<<grid_for(dev, cells), BLOCK, 0, cu_stream()>>>(a, kin.as<double>(), pin.as<int64_t>(), offs.as<int64_t>());
     if ((s = launched(c))) return s;
-    const int64_t *ob = offs.as<int64_t>(), *oe = ob + 1;
-    size_t bytes = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        void *t = pass ? tmp.p : nullptr;
-        cudaError_t e = cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin.as<double>(), kout.as<double>(),
-                                                                  pin.as<int64_t>(), pout.as<int64_t>(), cells, a.rows,
-                                                                  ob, oe, cu_stream());
-        if ((s = cu_check(e, name))) return s;
-        if (pass == 0 && (s = tmp.get(bytes ? bytes : 1, name))) return s;
-    }
+    if ((s = sort_pairs<double>(tmp, kin.as<double>(), kout.as<double>(), pin.as<int64_t>(), pout.as<int64_t>(), a.rows,
+                                a.ncat, offs.as<int64_t>(), name)))
+        return s;
     mn_take<<<grid_for(dev, a.rows * a.samples), BLOCK, 0, cu_stream()>>>(a, pout.as<int64_t>());
     return launched(c);
 }

@@ -17,14 +17,14 @@
  * shared memory, padded to a power of two with pairs that rank last. Longer rows: keys
  * copied into scratch (floats canonicalised: every NaN to one +NaN, -0.0 to +0.0, so the
  * radix order equals the CPU's; negated or complemented for a descending order),
- * cub::DeviceSegmentedSort's stable pair sort (equal keys keep position order), then the
- * picks.
+ * cub's stable pair sort (equal keys keep position order; sort_pairs.h: one row over the
+ * whole GPU, several rows by cub's segmented sort), then the picks.
  * f16/bf16 sort as float (exact). An input sharing memory with an output (an in-place
  * sort) is sorted from a private copy in scratch.
  */
 #include "kern.h"
+#include "sort_pairs.h"
 #include "strided.h"
-#include <cub/cub.cuh>
 
 using namespace tck;
 
@@ -241,23 +241,19 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
     scratch kin(dev), kout(dev), iin(dev), iout(dev), offs(dev), tmp(dev);
     tc_status s;
     if ((s = kin.get(sizeof(C) * (size_t)total, name)) || (s = kout.get(sizeof(C) * (size_t)total, name)) ||
-        (s = iin.get(sizeof(int64_t) * (size_t)total, name)) || (s = iout.get(sizeof(int64_t) * (size_t)total, name)) ||
-        (s = offs.get(sizeof(int64_t) * (size_t)(a.rows + 1), name)))
+        (s = iin.get(sizeof(int64_t) * (size_t)total, name)) || (s = iout.get(sizeof(int64_t) * (size_t)total, name)))
         return s;
     const bool desc = (c->op == TC_OP_SORT || c->op == TC_OP_TOPK) && a.desc;
     load_keys<DT><<<grid_for(dev, total), BLOCK, 0, cu_stream()>>>(x, rg, a, desc, kin.as<C>(), iin.as<int64_t>());
     if ((s = launched(c))) return s;
-    seg_offsets<<<grid_for(dev, a.rows + 1), BLOCK, 0, cu_stream()>>>(offs.as<int64_t>(), a.rows, a.n);
-    if ((s = launched(c))) return s;
-    const int64_t *ob = offs.as<int64_t>(), *oe = ob + 1;
-    size_t bytes = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        void *t = pass ? tmp.p : nullptr;
-        cudaError_t e = cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin.as<C>(), kout.as<C>(), iin.as<int64_t>(),
-                                                                  iout.as<int64_t>(), total, a.rows, ob, oe, cu_stream());
-        if ((s = cu_check(e, name))) return s;
-        if (pass == 0 && (s = tmp.get(bytes ? bytes : 1, name))) return s;
+    if (a.rows > 1) { /* the segment starts (one row needs none: sort_pairs.h) */
+        if ((s = offs.get(sizeof(int64_t) * (size_t)(a.rows + 1), name))) return s;
+        seg_offsets<<<grid_for(dev, a.rows + 1), BLOCK, 0, cu_stream()>>>(offs.as<int64_t>(), a.rows, a.n);
+        if ((s = launched(c))) return s;
     }
+    if ((s = sort_pairs<C>(tmp, kin.as<C>(), kout.as<C>(), iin.as<int64_t>(), iout.as<int64_t>(), a.rows, a.n,
+                           offs.as<int64_t>(), name)))
+        return s;
     if (c->op == TC_OP_MEDIAN || c->op == TC_OP_MODE) {
         write_one<S, C><<<grid_for(dev, a.rows), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, a, kout.as<C>(), iout.as<int64_t>());
     } else {

@@ -9,7 +9,8 @@
  * are checked there and on a GPU alike. cuda_dev_stream_capture_cuda_rules checks what CUDA
  * itself forbids around a capture (another thread's wait for the whole device, a wait on an
  * event from outside): the real backend's checks, run over the emulator, which enforces
- * CUDA's rules, and a GPU; the mock skips it.
+ * CUDA's rules, and a GPU; the mock skips it, and cuda_dev_stream_capture_long_sorts (one long
+ * row captured and replayed, several refused).
  */
 #include "ctest.h"
 #include "cuda_test_util.h"
@@ -518,5 +519,62 @@ TEST(cuda_dev_stream_capture_cuda_rules)
     CHECK_OK(tc_cuda_synchronize(0));
     tc_cuda_event_free(outside);
     tc_cuda_event_free(inside);
+    ct_drop();
+}
+
+/* A long row sorted inside a capture (sort.cu's rows past the in-block sort): one row goes
+ * to cub's device-wide radix sort, which a graph records and replays on new values; several
+ * rows go to cub's segmented sort, which may wait on the host, so the capture refuses them.
+ * The CUDA backend's kernels (the mock has no sort kernel: it skips). */
+TEST(cuda_dev_stream_capture_long_sorts)
+{
+    if (!have_device(ctest_failed)) return;
+    if (mock_backend()) {
+        printf("  skip: the CUDA backend's sort (a GPU or the emulator), not the mock\n");
+        return;
+    }
+    enum { N = 3000, STEP = 1237 }; /* i * STEP mod N: a permutation of 0..N-1 (gcd 1) */
+    static double vals[2 * N], neg[N];
+    int64_t at_max = 0, at_min = 0;
+    for (int64_t i = 0; i < 2 * N; i++) {
+        vals[i] = (double)(i * STEP % N);
+        if (i < N) neg[i] = -vals[i];
+        if (i < N && vals[i] == N - 1) at_max = i;
+        if (i < N && vals[i] == 0) at_min = i;
+    }
+    tc_tensor *x = on_dev(ct_keep(ct_from(TC_F32, 1, SZ(N), vals)));
+    tc_tensor *x2 = on_dev(ct_keep(ct_from(TC_F32, 2, SZ(2, N), vals)));
+    tc_tensor *flipped = on_dev(ct_keep(ct_from(TC_F32, 1, SZ(N), neg)));
+    if (!x || !x2 || !flipped) return ct_drop();
+    tc_tensor *res[2] = {NULL, NULL};
+    tc_cuda_graph *g = NULL;
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    CHECK_OK(tc_op_run(TC_OP_SORT, (const tc_tensor *const[]){x}, 1, P(.i = {0, 1}), res, 2)); /* descending */
+    ct_keep(res[0]), ct_keep(res[1]);
+    CHECK_OK(tc_cuda_graph_end(0, &g));
+    CHECK_OK(tc_cuda_graph_replay(g));
+    tc_tensor *v = host(res[0]), *ix = host(res[1]);
+    CHECK(v && ix && ct_at(v, 0) == N - 1 && ct_at(v, N - 1) == 0 && ct_at(ix, 0) == at_max &&
+          ct_at(ix, N - 1) == at_min);
+    /* new values in x, the same graph: sorted afresh */
+    CHECK_OK(tc_op_run(TC_OP_COPY, (const tc_tensor *const[]){flipped}, 1, P(.i = {TC_F32}), (tc_tensor *[]){x}, 1));
+    CHECK_OK(tc_cuda_graph_replay(g));
+    v = host(res[0]), ix = host(res[1]);
+    CHECK(v && ix && ct_at(v, 0) == 0 && ct_at(v, N - 1) == -(N - 1) && ct_at(ix, 0) == at_min &&
+          ct_at(ix, N - 1) == at_max);
+    tc_cuda_graph_free(g);
+    /* two rows of 3000: refused inside the capture, which then fails; fine outside it */
+    tc_tensor *r2[2] = {NULL, NULL};
+    g = NULL;
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    CHECK_ERR(tc_op_run(TC_OP_SORT, (const tc_tensor *const[]){x2}, 1, P(.i = {1, 0}), r2, 2), TC_ERR_UNSUPPORTED,
+              "sort: cannot sort 2 rows of 3000 elements while a CUDA graph is being captured on cuda:0");
+    CHECK_ERR(tc_cuda_graph_end(0, &g), TC_ERR_UNSUPPORTED, "cannot sort 2 rows");
+    CHECK(g == NULL && r2[0] == NULL && r2[1] == NULL);
+    CHECK_OK(tc_op_run(TC_OP_SORT, (const tc_tensor *const[]){x2}, 1, P(.i = {1, 0}), r2, 2));
+    ct_keep(r2[0]), ct_keep(r2[1]);
+    tc_tensor *v2 = host(r2[0]);
+    CHECK(v2 && ct_at(v2, 0) == 0 && ct_at(v2, N - 1) == N - 1 && ct_at(v2, N) == 0 && ct_at(v2, 2 * N - 1) == N - 1);
+    CHECK_OK(tc_cuda_synchronize(0));
     ct_drop();
 }

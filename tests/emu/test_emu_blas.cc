@@ -579,8 +579,9 @@ template <class K> static void check_sort(const char *name)
     std::sort(offs.begin(), offs.end());
     /* separate begin / end arrays: gaps, a reversed (empty) segment */
     std::vector<int64_t> beg = {0, 1200, 2000, 2990}, end = {1000, 1700, 1900, 3000};
-    for (int form = 0; form < 2; form++) {
-        int64_t nseg = form == 0 ? (int64_t)offs.size() - 1 : (int64_t)beg.size();
+    /* form 2: cub::DeviceRadixSort, all n items as one segment (sort_pairs.h's one row) */
+    for (int form = 0; form < 3; form++) {
+        int64_t nseg = form == 0 ? (int64_t)offs.size() - 1 : form == 1 ? (int64_t)beg.size() : 1;
         K *kin = (K *)dalloc(sizeof(K) * n), *kout = (K *)dalloc(sizeof(K) * n);
         int64_t *vin = (int64_t *)dalloc(8 * n), *vout = (int64_t *)dalloc(8 * n);
         int64_t *ob = (int64_t *)dalloc(8 * offs.size()), *db = (int64_t *)dalloc(8 * 4), *de = (int64_t *)dalloc(8 * 4);
@@ -594,19 +595,21 @@ template <class K> static void check_sort(const char *name)
         memset(kout, 0x5a, sizeof(K) * n), memset(vout, 0x5a, 8 * n);
         std::vector<char> kout0((char *)kout, (char *)kout + sizeof(K) * n);
         size_t bytes = 0;
-        cudaError_t e = form == 0 ? cub::DeviceSegmentedSort::StableSortPairs(nullptr, bytes, kin, kout, vin, vout, n,
-                                                                              nseg, ob, ob + 1, (cudaStream_t)0)
-                                  : cub::DeviceSegmentedSort::StableSortPairs(nullptr, bytes, kin, kout, vin, vout, n,
-                                                                              nseg, db, de);
+        auto run = [&](void *t) {
+            return form == 0 ? cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin, kout, vin, vout, n, nseg, ob,
+                                                                         ob + 1, (cudaStream_t)0)
+                   : form == 1 ? cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin, kout, vin, vout, n, nseg, db, de)
+                               : cub::DeviceRadixSort::SortPairs(t, bytes, kin, kout, vin, vout, n);
+        };
+        cudaError_t e = run(nullptr);
         EXPECT(e == cudaSuccess && bytes > 0, "%s sizing", name);
         void *t = dalloc(bytes);
-        e = form == 0 ? cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin, kout, vin, vout, n, nseg, ob, ob + 1)
-                      : cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin, kout, vin, vout, n, nseg, db, de);
+        e = run(t);
         EXPECT(e == cudaSuccess, "%s sort", name);
         std::vector<bool> in_seg(n, false);
         int bad = 0;
         for (int64_t s = 0; s < nseg; s++) {
-            int64_t b = form == 0 ? offs[s] : beg[s], en = form == 0 ? offs[s + 1] : end[s];
+            int64_t b = form == 0 ? offs[s] : form == 1 ? beg[s] : 0, en = form == 0 ? offs[s + 1] : form == 1 ? end[s] : n;
             if (en <= b) continue;
             std::vector<int64_t> want;
             for (int64_t i = b; i < en; i++) want.push_back(i), in_seg[i] = true;
@@ -639,6 +642,16 @@ template <class K> static void check_sort(const char *name)
             EXPECT(cub::DeviceSegmentedSort::StableSortPairs(t, bytes, kin, kout, vin, vout, n + 1, nseg, ob, ob + 1) ==
                        cudaErrorInvalidValue,
                    "%s num_items beyond the buffers refused", name);
+        }
+        if (form == 2) {
+            EXPECT(cub::DeviceRadixSort::SortPairs(t, bytes, kin, kin, vin, vout, n) == cudaErrorInvalidValue,
+                   "%s radix keys in place refused", name);
+            size_t small = bytes - 1;
+            EXPECT(cub::DeviceRadixSort::SortPairs(t, small, kin, kout, vin, vout, n) == cudaErrorInvalidValue,
+                   "%s radix small temp refused", name);
+            EXPECT(cub::DeviceRadixSort::SortPairs(t, bytes, kin, kout, vin, vout, n, 0, (int)sizeof(K) * 8 + 1) ==
+                       cudaErrorInvalidValue,
+                   "%s radix end_bit past the key refused", name);
         }
         dfree(t), dfree(kin), dfree(kout), dfree(vin), dfree(vout), dfree(ob), dfree(db), dfree(de);
     }
@@ -679,6 +692,20 @@ static void test_sort()
            "call itself succeeds");
     EXPECT(g_note.find("outside") != std::string::npos, "bad segment noted: %s", g_note.c_str());
     dfree(t), dfree(kin), dfree(kout), dfree(vin), dfree(vout), dfree(off);
+    /* the radix sort on bits [0, 2) only: 5 2 7 1 have digits 1 2 3 1, so 5 1 2 7 (stable) */
+    int32_t *ki = (int32_t *)dalloc(16), *ko = (int32_t *)dalloc(16);
+    int64_t *vi = (int64_t *)dalloc(32), *vo = (int64_t *)dalloc(32);
+    const int32_t k4[4] = {5, 2, 7, 1};
+    memcpy(ki, k4, 16);
+    for (int i = 0; i < 4; i++) vi[i] = i;
+    bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, bytes, ki, ko, vi, vo, 4, 0, 2);
+    t = dalloc(bytes);
+    EXPECT(cub::DeviceRadixSort::SortPairs(t, bytes, ki, ko, vi, vo, 4, 0, 2) == cudaSuccess, "radix bit range");
+    EXPECT(vo[0] == 0 && vo[1] == 3 && vo[2] == 1 && vo[3] == 2 && ko[1] == 1,
+           "radix bits [0, 2): %lld %lld %lld %lld", (long long)vo[0], (long long)vo[1], (long long)vo[2],
+           (long long)vo[3]);
+    dfree(t), dfree(ki), dfree(ko), dfree(vi), dfree(vo);
 }
 
 int main()

@@ -3,7 +3,8 @@
 -- the host fallback off: the matrix products over every layout cuBLAS is given (transposed,
 -- padded rows, transposed results, stride-0 batches, k = 0, NaN in M with beta 0, TF32 by
 -- flag) in float32/float64/float16/bfloat16, the sort family on rows past the in-block sort
--- (cub's segmented sort) in 8 dtypes with NaN, -0 and ties, and masked_select / nonzero
+-- (cub's segmented sort; one row, a vector or strided: its radix sort) in 8 dtypes with NaN,
+-- -0 and ties, and masked_select / nonzero
 -- (cub's scan), randperm and multinomial, each against the CPU. Prints key=value lines
 -- (cuda_child_helper.lua).
 require 'torch'
@@ -88,7 +89,8 @@ check(torch.mm(a, b):float()[1][1] == 1 + 2^-12, 'fp32 exact')
 torch.backends.cuda.matmul.allow_tf32 = true
 check(torch.mm(a, b):float()[1][1] == 1, 'tf32 rounds the inputs')
 torch.backends.cuda.matmul.allow_tf32 = false
--- sort on long rows (cub segmented sort) with NaN, -0, ties; every op of the family
+-- sort on long rows (cub's segmented sort; one row: its radix sort) with NaN, -0, ties; every op
+-- of the family
 for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTensor', 'torch.IntTensor', 'torch.LongTensor', 'torch.ByteTensor', 'torch.CharTensor', 'torch.ShortTensor'}) do
   local n = 3000
   local x = torch.Tensor(3, n):random(0, 20)
@@ -114,6 +116,22 @@ for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTe
   check(maxdiff(mv, gmv:type(tname)) == 0 and mi:eq(gmi:long()):all(), tname .. ' median')
   local ov, oi = torch.mode(x, 2); local gov, goi = torch.mode(gx, 2)
   check(maxdiff(ov, gov:type(tname)) == 0 and oi:eq(goi:long()):all(), tname .. ' mode')
+  -- one long row (cub's device-wide radix sort, sort_pairs.h): a vector, and a strided one
+  for _, form in ipairs({'vector', 'strided'}) do
+    local r, gr = x[3], gx[3]
+    if form == 'strided' then r, gr = x:t():contiguous():select(2, 3), gx:t():contiguous():select(2, 3) end
+    local what = tname .. ' one ' .. form .. ' row '
+    for _, desc in ipairs({false, true}) do
+      local v1, i1 = torch.sort(r, 1, desc); local gv1, gi1 = torch.sort(gr, 1, desc)
+      check(maxdiff(v1, gv1:type(tname)) == 0 and i1:eq(gi1:long()):all(), what .. 'sort desc=' .. tostring(desc))
+      local t1, u1 = torch.topk(r, 40, 1, desc); local gt1, gu1 = torch.topk(gr, 40, 1, desc)
+      check(maxdiff(t1, gt1:type(tname)) == 0 and u1:eq(gu1:long()):all(), what .. 'topk ' .. tostring(desc))
+    end
+    local m1, j1 = torch.median(r, 1); local gm1, gj1 = torch.median(gr, 1)
+    check(maxdiff(m1, gm1:type(tname)) == 0 and j1:eq(gj1:long()):all(), what .. 'median')
+    local o1, p1 = torch.mode(r, 1); local go1, gp1 = torch.mode(gr, 1)
+    check(maxdiff(o1, go1:type(tname)) == 0 and p1:eq(gp1:long()):all(), what .. 'mode')
+  end
 end
 -- prefix sums (cub scan): masked_select and nonzero
 local x = torch.randn(50, 101):float()
@@ -133,6 +151,10 @@ for _, repl in ipairs({true, false}) do
   torch.manualSeed(4); local g = torch.multinomial(probs:cuda(), 20, repl)
   check(g:type() == 'torch.CudaLongTensor' and c:eq(g:long()):all(), 'multinomial replacement=' .. tostring(repl))
 end
+-- one distribution (a vector): without replacement, cub's device-wide radix sort
+torch.manualSeed(5); local c1 = torch.multinomial(probs[2], 30, false)
+torch.manualSeed(5); local g1 = torch.multinomial(probs[2]:cuda(), 30, false)
+check(c1:eq(g1:long()):all(), 'multinomial of a vector without replacement')
 H.put('passes', passes)
 H.put('failed', table.concat(failed, '; '))
 H.put('fallbacks', (torch.cuda.hostFallbacks()))

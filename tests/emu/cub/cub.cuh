@@ -3,7 +3,8 @@
  * `#include <cub/cub.cuh>` in core/cuda finds this file. It provides what the backend uses,
  * with cub's signatures and its two-phase temporary-storage protocol:
  *   cub::DeviceScan::ExclusiveSum                (core/cuda/index.cu)
- *   cub::DeviceSegmentedSort::StableSortPairs    (core/cuda/sort.cu)
+ *   cub::DeviceRadixSort::SortPairs              (core/cuda/sort_pairs.h: one segment)
+ *   cub::DeviceSegmentedSort::StableSortPairs    (core/cuda/sort_pairs.h: several)
  * d_temp_storage == nullptr: the size is written to temp_storage_bytes, nothing else done.
  * Otherwise the temporary storage (at least the size asked for, as cub's AliasTemporaries
  * demands) and every pointer range are checked against the live device allocations, then
@@ -16,7 +17,7 @@
  * NaNs by their transformed bits: sign-set NaNs before -inf, sign-clear NaNs after +inf.
  * NOTE: real DeviceSegmentedSort sorts small segments (a few hundred items) by comparison
  * (operator<) instead, where NaN has no defined place; core/cuda/sort.cu only sends rows of
- * more than 2048 items here (radix path) and canonicalises NaN and -0.0 first anyway.
+ * more than 2048 items here (radix path), and its callers canonicalise NaN and -0.0 first.
  */
 #ifndef TC_EMU_CUB_CUH
 #define TC_EMU_CUB_CUH
@@ -146,6 +147,84 @@ struct DeviceScan {
     }
 };
 
+/* ---- pair sorts ------------------------------------------------------------------------------- */
+
+namespace emu_detail {
+
+/* Phase two's argument checks shared by the pair sorts: every pointer range live device
+ * memory, outputs disjoint from the inputs (cub's precondition). False: noted. */
+template <typename KeyT, typename ValueT>
+inline bool pairs_ok(const KeyT *kin, KeyT *kout, const ValueT *vin, ValueT *vout, int64_t n, const char *what)
+{
+    if (!range_ok(kin, n, what, "d_keys_in") || !range_ok(kout, n, what, "d_keys_out") ||
+        !range_ok(vin, n, what, "d_values_in") || !range_ok(vout, n, what, "d_values_out"))
+        return false;
+    const char *bad = overlaps(kout, kin, n)     ? "d_keys_out overlaps d_keys_in"
+                      : overlaps(kout, vin, n)   ? "d_keys_out overlaps d_values_in"
+                      : overlaps(vout, kin, n)   ? "d_values_out overlaps d_keys_in"
+                      : overlaps(vout, vin, n)   ? "d_values_out overlaps d_values_in"
+                      : overlaps(kout, vout, n)  ? "d_keys_out overlaps d_values_out"
+                                                 : nullptr;
+    if (bad) emu::note("%s: %s (cub requires outputs disjoint from its inputs)", what, bad);
+    return !bad;
+}
+
+/* Items [b, e) sorted stably by their keys' radix images, bits [lo, hi) (ix: reused room). */
+template <typename KeyT, typename ValueT>
+inline void sort_range(const KeyT *kin, KeyT *kout, const ValueT *vin, ValueT *vout, int64_t b, int64_t e, int lo,
+                       int hi, std::vector<int64_t> &ix)
+{
+    auto digits = [lo, hi](KeyT k) {
+        uint64_t u = (uint64_t)ordered_bits(k) >> lo;
+        return hi - lo >= 64 ? u : u & (((uint64_t)1 << (hi - lo)) - 1);
+    };
+    ix.resize((size_t)(e - b));
+    for (int64_t i = b; i < e; i++) ix[(size_t)(i - b)] = i;
+    std::stable_sort(ix.begin(), ix.end(), [&](int64_t x, int64_t y) { return digits(kin[x]) < digits(kin[y]); });
+    for (int64_t i = b; i < e; i++) {
+        kout[i] = kin[ix[(size_t)(i - b)]];
+        vout[i] = vin[ix[(size_t)(i - b)]];
+    }
+}
+
+} // namespace emu_detail
+
+/* ---- DeviceRadixSort ------------------------------------------------------------------------- */
+
+struct DeviceRadixSort {
+    /* The num_items pairs sorted ascending in the radix key order above, considering the key
+     * image's bits [begin_bit, end_bit), equal keys in input order (stable); the values
+     * follow their keys. Outputs must not overlap inputs (the non-DoubleBuffer form). */
+    template <typename KeyT, typename ValueT, typename NumItemsT>
+    static cudaError_t SortPairs(void *d_temp_storage, size_t &temp_storage_bytes, const KeyT *d_keys_in,
+                                 KeyT *d_keys_out, const ValueT *d_values_in, ValueT *d_values_out,
+                                 NumItemsT num_items, int begin_bit = 0, int end_bit = sizeof(KeyT) * 8,
+                                 cudaStream_t stream = 0)
+    {
+        const char *what = "cub::DeviceRadixSort::SortPairs";
+        int64_t n = (int64_t)num_items;
+        if (n < 0 || begin_bit < 0 || end_bit > (int)sizeof(KeyT) * 8 || begin_bit > end_bit) {
+            emu::note("%s: num_items %lld, bits [%d, %d) of a %d-bit key", what, (long long)n, begin_bit, end_bit,
+                      (int)sizeof(KeyT) * 8);
+            return cudaErrorInvalidValue;
+        }
+        size_t need = emu_detail::temp_bytes(n, 1);
+        if (!d_temp_storage) {
+            temp_storage_bytes = need;
+            return cudaSuccess;
+        }
+        if (!emu_detail::temp_ok(d_temp_storage, temp_storage_bytes, need, what)) return cudaErrorInvalidValue;
+        if (n == 0) return cudaSuccess;
+        if (!emu_detail::pairs_ok(d_keys_in, d_keys_out, d_values_in, d_values_out, n, what))
+            return cudaErrorInvalidValue;
+        emu::enqueue(stream, what, [=] {
+            std::vector<int64_t> ix;
+            emu_detail::sort_range(d_keys_in, d_keys_out, d_values_in, d_values_out, 0, n, begin_bit, end_bit, ix);
+        });
+        return cudaSuccess;
+    }
+};
+
 /* ---- DeviceSegmentedSort ------------------------------------------------------------------- */
 
 struct DeviceSegmentedSort {
@@ -173,37 +252,26 @@ struct DeviceSegmentedSort {
         if (!emu_detail::temp_ok(d_temp_storage, temp_storage_bytes, need, what)) return cudaErrorInvalidValue;
         if (num_items == 0 || num_segments == 0) return cudaSuccess;
         using namespace emu_detail;
-        if (!range_ok(d_keys_in, num_items, what, "d_keys_in") || !range_ok(d_keys_out, num_items, what, "d_keys_out") ||
-            !range_ok(d_values_in, num_items, what, "d_values_in") ||
-            !range_ok(d_values_out, num_items, what, "d_values_out") ||
+        if (!pairs_ok(d_keys_in, d_keys_out, d_values_in, d_values_out, num_items, what) ||
             !range_ok(d_begin_offsets, num_segments, what, "d_begin_offsets") ||
             !range_ok(d_end_offsets, num_segments, what, "d_end_offsets"))
             return cudaErrorInvalidValue;
-        const char *bad = overlaps(d_keys_out, d_keys_in, num_items)         ? "d_keys_out overlaps d_keys_in"
-                          : overlaps(d_keys_out, d_values_in, num_items)     ? "d_keys_out overlaps d_values_in"
-                          : overlaps(d_values_out, d_keys_in, num_items)     ? "d_values_out overlaps d_keys_in"
-                          : overlaps(d_values_out, d_values_in, num_items)   ? "d_values_out overlaps d_values_in"
-                          : overlaps(d_keys_out, d_values_out, num_items)    ? "d_keys_out overlaps d_values_out"
-                                                                               : nullptr;
-        if (!bad) {
-            /* outputs against the offset arrays (different lengths, so byte ranges) */
-            auto hit = [&](const void *o, size_t ob, auto off) {
-                if constexpr (std::is_pointer_v<decltype(off)>) {
-                    uintptr_t a0 = (uintptr_t)o, a1 = a0 + ob, b0 = (uintptr_t)off,
-                              b1 = b0 + (uintptr_t)num_segments * sizeof(*off);
-                    return a0 < b1 && b0 < a1;
-                } else {
-                    (void)o, (void)ob, (void)off;
-                    return false;
-                }
-            };
-            size_t kb = (size_t)num_items * sizeof(KeyT), vb = (size_t)num_items * sizeof(ValueT);
-            if (hit(d_keys_out, kb, d_begin_offsets) || hit(d_keys_out, kb, d_end_offsets) ||
-                hit(d_values_out, vb, d_begin_offsets) || hit(d_values_out, vb, d_end_offsets))
-                bad = "an output overlaps the segment offsets";
-        }
-        if (bad) {
-            emu::note("%s: %s (cub requires outputs disjoint from its inputs)", what, bad);
+        /* outputs against the offset arrays (different lengths, so byte ranges) */
+        auto hit = [&](const void *o, size_t ob, auto off) {
+            if constexpr (std::is_pointer_v<decltype(off)>) {
+                uintptr_t a0 = (uintptr_t)o, a1 = a0 + ob, b0 = (uintptr_t)off,
+                          b1 = b0 + (uintptr_t)num_segments * sizeof(*off);
+                return a0 < b1 && b0 < a1;
+            } else {
+                (void)o, (void)ob, (void)off;
+                return false;
+            }
+        };
+        size_t kb = (size_t)num_items * sizeof(KeyT), vb = (size_t)num_items * sizeof(ValueT);
+        if (hit(d_keys_out, kb, d_begin_offsets) || hit(d_keys_out, kb, d_end_offsets) ||
+            hit(d_values_out, vb, d_begin_offsets) || hit(d_values_out, vb, d_end_offsets)) {
+            emu::note("%s: an output overlaps the segment offsets (cub requires outputs disjoint from its inputs)",
+                      what);
             return cudaErrorInvalidValue;
         }
         emu::enqueue(stream, what,
@@ -218,15 +286,8 @@ struct DeviceSegmentedSort {
                                            (long long)s, (long long)b, (long long)e, (long long)num_items);
                                  continue;
                              }
-                             ix.resize((size_t)(e - b));
-                             for (int64_t i = b; i < e; i++) ix[(size_t)(i - b)] = i;
-                             std::stable_sort(ix.begin(), ix.end(), [&](int64_t x, int64_t y) {
-                                 return ordered_bits(d_keys_in[x]) < ordered_bits(d_keys_in[y]);
-                             });
-                             for (int64_t i = b; i < e; i++) {
-                                 d_keys_out[i] = d_keys_in[ix[(size_t)(i - b)]];
-                                 d_values_out[i] = d_values_in[ix[(size_t)(i - b)]];
-                             }
+                             sort_range(d_keys_in, d_keys_out, d_values_in, d_values_out, b, e, 0,
+                                        (int)sizeof(KeyT) * 8, ix);
                          }
                      });
         return cudaSuccess;
