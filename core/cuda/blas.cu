@@ -128,12 +128,8 @@ static void handle_put(int dev, cublasHandle_t h)
 
 void cu_blas_warm(int dev)
 {
-    if (dev < 0 || dev >= MAX_DEVICES) return;
-    pthread_mutex_lock(&g_mu);
-    bool empty = g_nidle[dev] == 0;
-    pthread_mutex_unlock(&g_mu);
-    cublasHandle_t h;
-    if (empty && handle_get(dev, &h, "cuBLAS handle") == TC_OK) handle_put(dev, h);
+    cublasHandle_t h; /* an idle one taken and given back, or one made now and kept */
+    if (handle_get(dev, &h, "cuBLAS handle") == TC_OK) handle_put(dev, h);
 }
 
 /* ---- operands ----------------------------------------------------------------------------- */

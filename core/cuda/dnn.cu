@@ -103,12 +103,8 @@ void cu_dnn_handle_put(int dev, cudnnHandle_t h)
 
 void cu_dnn_warm(int dev)
 {
-    if (dev < 0 || dev >= MAX_DEVICES) return;
-    pthread_mutex_lock(&g_mu);
-    bool empty = g_nidle[dev] == 0;
-    pthread_mutex_unlock(&g_mu);
-    cudnnHandle_t h;
-    if (empty && cu_dnn_handle_get(dev, &h, "cuDNN handle") == TC_OK) cu_dnn_handle_put(dev, h);
+    cudnnHandle_t h; /* an idle one taken and given back, or one made now and kept */
+    if (cu_dnn_handle_get(dev, &h, "cuDNN handle") == TC_OK) cu_dnn_handle_put(dev, h);
 }
 
 /* ---- the benchmark cache ------------------------------------------------------------------ */

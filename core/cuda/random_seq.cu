@@ -65,7 +65,8 @@ __global__ void perm_init(int64_t n, uint64_t seed, uint64_t base, int64_t *perm
 /* Round r: every pending step claims its two positions. left[r & 1] is zeroed for the
  * round's commit to count into; left[(r - 1) & 1] == 0 means every step was done by the
  * previous round (the host has not looked yet), so there is nothing to do. */
-__global__ void perm_reserve(int64_t n, const int64_t *partner, unsigned long long *owner, int64_t round, int *left)
+__global__ void perm_reserve(int64_t n, const int64_t *partner, unsigned long long *owner, int64_t round,
+                             unsigned long long *left)
 {
     int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (first == 0) left[round & 1] = 0;
@@ -82,11 +83,11 @@ __global__ void perm_reserve(int64_t n, const int64_t *partner, unsigned long lo
 /* Round r: a step holding both its positions swaps them and is done; the others count
  * themselves in left[r & 1]. */
 __global__ void perm_commit(int64_t n, int64_t *perm, int64_t *partner, const unsigned long long *owner,
-                            int64_t round, int *left)
+                            int64_t round, unsigned long long *left)
 {
     if (round > 1 && left[(round - 1) & 1] == 0) return;
     const unsigned long long stamp = (unsigned long long)round << STEP_BITS;
-    int pending = 0;
+    unsigned long long pending = 0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = partner[i];
         if (j < 0) continue;
@@ -127,7 +128,7 @@ tc_status randperm(int dev, const tc_cuda_call *c)
     tc_status s;
     if ((!direct && (s = perm_s.get(sizeof(int64_t) * (size_t)n, name))) ||
         (s = partner.get(sizeof(int64_t) * (size_t)n, name)) ||
-        (s = owner.get(sizeof(unsigned long long) * (size_t)n, name)) || (s = left.get(2 * sizeof(int), name)))
+        (s = owner.get(sizeof(unsigned long long) * (size_t)n, name)) || (s = left.get(2 * sizeof(unsigned long long), name)))
         return s;
     int64_t *perm = direct ? (int64_t *)o.data : perm_s.as<int64_t>();
     const unsigned grid = grid_for(dev, n);
@@ -136,19 +137,19 @@ tc_status randperm(int dev, const tc_cuda_call *c)
     if ((s = launched(c))) return s;
     for (int64_t round = 1;; round++) {
         perm_reserve<<<grid, BLOCK, 0, cu_stream()>>>(n, partner.as<int64_t>(), owner.as<unsigned long long>(), round,
-                                                      left.as<int>());
+                                                      left.as<unsigned long long>());
         perm_commit<<<grid, BLOCK, 0, cu_stream()>>>(n, perm, partner.as<int64_t>(), owner.as<unsigned long long>(),
-                                                     round, left.as<int>());
+                                                     round, left.as<unsigned long long>());
         if ((s = launched(c))) return s;
         if (round % ROUNDS_PER_CHECK) continue;
-        int pending = 0;
-        s = cu_check(cudaMemcpyAsync(&pending, left.as<int>() + (round & 1), sizeof pending, cudaMemcpyDeviceToHost,
+        unsigned long long pending = 0; /* 64 bits: n may pass 2^32 (MAX_PERM) */
+        s = cu_check(cudaMemcpyAsync(&pending, left.as<unsigned long long>() + (round & 1), sizeof pending, cudaMemcpyDeviceToHost,
                                      cu_stream()), name);
         if (!s) s = cu_check(cudaStreamSynchronize(cu_stream()), name);
         if (s) return s;
         if (pending == 0) break;
         if (round > n) /* each round commits the earliest pending step: cannot happen */
-            return cu_fail(TC_ERR_DEVICE, "randperm: %d swaps still pending after %lld rounds", pending,
+            return cu_fail(TC_ERR_DEVICE, "randperm: %llu swaps still pending after %lld rounds", pending,
                            (long long)round);
     }
     if (!direct) {
