@@ -18,7 +18,10 @@
  * tensor cores in), f64, f16 / bf16 (float compute, tensor cores).
  * Algorithms: cuDNN's heuristic order by default, the first that runs with a workspace we
  * can allocate; with set_flag(CUDNN_BENCHMARK) cudnnFind*AlgorithmEx times them once per
- * (device, op, dtype, shapes, params, math) and the winner is cached (g_cache).
+ * (device, op, dtype, shapes, params, math) and the winner is cached (g_cache). Each runs
+ * with the math type cuDNN listed it with (as PyTorch does: the type picks the tensor-core
+ * or plain version of an algorithm), except that exact float32 stays FMA and a type that
+ * converts float32 operands to half is never set (use_math).
  * Failures: cuDNN refusing a configuration (its BAD_PARAM and NOT_SUPPORTED categories:
  * shapes or sizes beyond its limits, conv_transpose2d's output padding >= the stride) is
  * TC_ERR_UNSUPPORTED, so libtocha's host fallback (the CPU kernel accepts every
@@ -116,28 +119,35 @@ struct key {
 };
 
 static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+/* An algorithm and the math type cuDNN listed it with: cuDNN lists tensor-core and plain
+ * versions of one algorithm separately, and runs the version the descriptor's math type
+ * names, so the type goes onto the descriptor with the algorithm (use_math). */
+struct choice {
+    int algo, math;
+};
+
 static struct {
     key k;
-    int algo;
+    choice c;
     bool used;
 } g_cache[CACHE_SIZE];
 static int g_cache_next; /* the slot a new entry takes (oldest first once full) */
 
-static bool cache_get(const key *k, int *algo)
+static bool cache_get(const key *k, choice *c)
 {
     bool hit = false;
     pthread_mutex_lock(&g_cache_mu);
     for (int i = 0; i < CACHE_SIZE && !hit; i++)
-        if (g_cache[i].used && !memcmp(&g_cache[i].k, k, sizeof *k)) *algo = g_cache[i].algo, hit = true;
+        if (g_cache[i].used && !memcmp(&g_cache[i].k, k, sizeof *k)) *c = g_cache[i].c, hit = true;
     pthread_mutex_unlock(&g_cache_mu);
     return hit;
 }
 
-static void cache_put(const key *k, int algo)
+static void cache_put(const key *k, choice c)
 {
     pthread_mutex_lock(&g_cache_mu);
     g_cache[g_cache_next].k = *k;
-    g_cache[g_cache_next].algo = algo;
+    g_cache[g_cache_next].c = c;
     g_cache[g_cache_next].used = true;
     g_cache_next = (g_cache_next + 1) % CACHE_SIZE;
     pthread_mutex_unlock(&g_cache_mu);
@@ -198,7 +208,7 @@ struct bufs {
 };
 
 /* cuDNN's heuristic preference list (algorithms it says can run). */
-static cudnnStatus_t heuristic(cudnnHandle_t h, int dir, const descs *d, int *algos, int *n)
+static cudnnStatus_t heuristic(cudnnHandle_t h, int dir, const descs *d, choice *c, int *n)
 {
     int got = 0;
     cudnnStatus_t st;
@@ -207,17 +217,17 @@ static cudnnStatus_t heuristic(cudnnHandle_t h, int dir, const descs *d, int *al
         cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
         st = cudnnGetConvolutionForwardAlgorithm_v7(h, d->img, d->filt, d->conv, d->cols, MAX_ALGOS, &got, p);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) algos[(*n)++] = (int)p[i].algo;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) c[(*n)++] = choice{(int)p[i].algo, (int)p[i].mathType};
     } else if (dir == BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
         st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->filt, d->cols, d->conv, d->img, MAX_ALGOS, &got, p);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) algos[(*n)++] = (int)p[i].algo;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) c[(*n)++] = choice{(int)p[i].algo, (int)p[i].mathType};
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[MAX_ALGOS];
         st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->img, d->cols, d->conv, d->filt, MAX_ALGOS, &got, p);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) algos[(*n)++] = (int)p[i].algo;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) c[(*n)++] = choice{(int)p[i].algo, (int)p[i].mathType};
     }
     return st;
 }
@@ -253,7 +263,7 @@ static cudnnStatus_t execute(cudnnHandle_t h, int dir, const descs *d, const buf
 
 /* Times the algorithms on the real buffers (the result side is overwritten) and gives
  * the fastest that succeeded, or false. */
-static bool find_fastest(cudnnHandle_t h, int dir, const descs *d, const bufs *b, void *ws, size_t wsb, int *algo)
+static bool find_fastest(cudnnHandle_t h, int dir, const descs *d, const bufs *b, void *ws, size_t wsb, choice *best)
 {
     int got = 0;
     cudnnStatus_t st;
@@ -262,19 +272,19 @@ static bool find_fastest(cudnnHandle_t h, int dir, const descs *d, const bufs *b
         st = cudnnFindConvolutionForwardAlgorithmEx(h, d->img, b->img, d->filt, b->filt, d->conv, d->cols, b->cols,
                                                     MAX_ALGOS, &got, p, ws, wsb);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) return *algo = (int)p[i].algo, true;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) return *best = choice{(int)p[i].algo, (int)p[i].mathType}, true;
     } else if (dir == BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
         st = cudnnFindConvolutionBackwardDataAlgorithmEx(h, d->filt, b->filt, d->cols, b->cols, d->conv, d->img,
                                                          b->img, MAX_ALGOS, &got, p, ws, wsb);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) return *algo = (int)p[i].algo, true;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) return *best = choice{(int)p[i].algo, (int)p[i].mathType}, true;
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[MAX_ALGOS];
         st = cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d->img, b->img, d->cols, b->cols, d->conv, d->filt,
                                                            b->filt, MAX_ALGOS, &got, p, ws, wsb);
         for (int i = 0; i < got && st == CUDNN_STATUS_SUCCESS; i++)
-            if (p[i].status == CUDNN_STATUS_SUCCESS) return *algo = (int)p[i].algo, true;
+            if (p[i].status == CUDNN_STATUS_SUCCESS) return *best = choice{(int)p[i].algo, (int)p[i].mathType}, true;
     }
     (void)cudaGetLastError();
     return false;
@@ -282,25 +292,34 @@ static bool find_fastest(cudnnHandle_t h, int dir, const descs *d, const bufs *b
 
 /* The benchmark winner for k, found now (workspace: the largest any candidate asks for, up
  * to FIND_WORKSPACE_MAX, halved while it cannot be allocated). False: keep the heuristic. */
-static bool benchmark(int dev, cudnnHandle_t h, const key *k, const descs *d, const bufs *b, const int *cand,
-                      int ncand, int *algo)
+static bool benchmark(int dev, cudnnHandle_t h, const key *k, const descs *d, const bufs *b, const choice *cand,
+                      int ncand, choice *best)
 {
-    if (cache_get(k, algo)) return true;
+    if (cache_get(k, best)) return true;
     /* Timing candidates waits for the device, which a graph capture cannot record: a
      * capture keeps the heuristic's choice (benchmark once outside the capture to cache). */
     if (cu_capturing(dev)) return false;
     size_t most = 0;
     for (int i = 0; i < ncand; i++) {
         size_t sz = 0;
-        if (ws_size(h, k->dir, d, cand[i], &sz) == CUDNN_STATUS_SUCCESS && sz > most) most = sz;
+        if (ws_size(h, k->dir, d, cand[i].algo, &sz) == CUDNN_STATUS_SUCCESS && sz > most) most = sz;
     }
     if (most > FIND_WORKSPACE_MAX) most = FIND_WORKSPACE_MAX;
     void *ws = NULL;
     while (most > 0 && cu_scratch_alloc(dev, most, &ws) != TC_OK) most /= 2, ws = NULL;
-    bool ok = find_fastest(h, k->dir, d, b, ws, most, algo);
+    bool ok = find_fastest(h, k->dir, d, b, ws, most, best);
     if (ws) cu_scratch_free(dev, ws);
-    if (ok) cache_put(k, *algo);
+    if (ok) cache_put(k, *best);
     return ok;
+}
+
+/* The math type c runs with: the one cuDNN listed it with, except that exact float32 (TF32
+ * off: k->math is CUDNN_FMA_MATH) always stays FMA, and a type that lets cuDNN convert
+ * float32 operands down to half (..._ALLOW_CONVERSION) is never taken. */
+static cudnnMathType_t use_math(const key *k, choice c)
+{
+    if (k->math == CUDNN_FMA_MATH || c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return (cudnnMathType_t)k->math;
+    return (cudnnMathType_t)c.math;
 }
 
 /* ---- the launcher ---------------------------------------------------------------------------- */
@@ -378,7 +397,8 @@ tc_status cu_op_conv(int dev, const tc_cuda_call *c)
         descs d;
         memset(&d, 0, sizeof d);
         cudnnHandle_t h = NULL;
-        int cand[MAX_ALGOS], ncand = 0, best = -1;
+        choice cand[MAX_ALGOS], best;
+        int ncand = 0;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         if ((s = descs_make(&x, &k, &d))) goto release;
         if ((s = cu_dnn_handle_get(dev, &h, x.what))) goto release;
@@ -392,7 +412,7 @@ tc_status cu_op_conv(int dev, const tc_cuda_call *c)
         }
         /* Find writes the result side: before the bias goes in */
         if (cu_cudnn_benchmark && benchmark(dev, h, &k, &d, &b, cand, ncand, &best)) {
-            memmove(cand + 1, cand, sizeof(int) * (size_t)(ncand < MAX_ALGOS ? ncand : MAX_ALGOS - 1));
+            memmove(cand + 1, cand, sizeof(choice) * (size_t)(ncand < MAX_ALGOS ? ncand : MAX_ALGOS - 1));
             cand[0] = best;
             if (ncand < MAX_ALGOS) ncand++;
         }
@@ -402,12 +422,13 @@ tc_status cu_op_conv(int dev, const tc_cuda_call *c)
         for (int i = 0; i < ncand; i++) {
             size_t wsb = 0;
             void *ws = NULL;
-            if ((st = ws_size(h, dir, &d, cand[i], &wsb)) != CUDNN_STATUS_SUCCESS) {
+            if ((st = cudnnSetConvolutionMathType(d.conv, use_math(&k, cand[i]))) != CUDNN_STATUS_SUCCESS ||
+                (st = ws_size(h, dir, &d, cand[i].algo, &wsb)) != CUDNN_STATUS_SUCCESS) {
                 s = dnn_fail(&x, st, "workspace size");
                 continue;
             }
             if (wsb > 0 && (s = cu_scratch_alloc(dev, wsb, &ws)) != TC_OK) continue;
-            st = execute(h, dir, &d, &b, cand[i], ws, wsb, dt == TC_F64, bias ? 1.0 : 0.0);
+            st = execute(h, dir, &d, &b, cand[i].algo, ws, wsb, dt == TC_F64, bias ? 1.0 : 0.0);
             if (ws) cu_scratch_free(dev, ws);
             s = st == CUDNN_STATUS_SUCCESS ? TC_OK : dnn_fail(&x, st, "convolution");
             int cat = CUDNN_STATUS_CATEGORY((int)st);

@@ -707,3 +707,55 @@ TEST(cuda_dev_matmul_memory_retry)
     CHECK(after.reserved_bytes < full.reserved_bytes); /* the cache was given back */
     ct_drop();
 }
+
+/* cuDNN lists tensor-core versions of its convolution algorithms under their own math type,
+ * which dnn.cu sets on the descriptor with the algorithm -- except that exact float32 (TF32
+ * off) stays FMA and a type letting cuDNN convert float32 down to half is never set. Over
+ * the emulator only, whose cuDNN lists float32's first algorithm with ..._ALLOW_CONVERSION
+ * and counts each convolution under the math type it ran with. */
+TEST(cuda_dev_conv_math_types)
+{
+    if (!have_device(ctest_failed)) return;
+    if (ct_cuda_emu_launches("") < 0) {
+        printf("  skip: needs the emulator's cuDNN (it counts the math type of each convolution)\n");
+        return;
+    }
+    static const char *const math[] = {"math DEFAULT", "math TENSOR_OP", "math ALLOW_CONVERSION", "math FMA"};
+    tc_params cp = {.nshape = 6, .shape = {1, 1, 1, 1, 1, 1}, .i = {1}};
+    int64_t tf32 = tc_cuda_get_flag(TC_CUDA_FLAG_TF32), bench = tc_cuda_get_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK);
+    /* {dtype, TF32, benchmark} -> the math type the convolution ran with */
+    static const struct {
+        int dt, tf32, bench, want;
+    } cases[] = {{TC_F32, 0, 0, 3}, {TC_F32, 0, 1, 3}, {TC_F32, 1, 0, 0}, {TC_F32, 1, 1, 0},
+                 {TC_F16, 0, 0, 1}, {TC_BF16, 0, 1, 1}, {TC_F64, 0, 0, 0}};
+    static double xv[216], wv[108]; /* small values: exact in every dtype, sums far from f16's range */
+    for (int i = 0; i < 216; i++) xv[i] = (i * 5 % 9 - 4) * 0.25, wv[i % 108] = (i * 7 % 5 - 2) * 0.5;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tc_tensor *x = ct_keep(ct_from(cases[c].dt, 4, SZ(2, 3, 6, 6), xv));
+        tc_tensor *w = ct_keep(ct_from(cases[c].dt, 4, SZ(4, 3, 3, 3), wv));
+        tc_tensor *want = NULL, *got = NULL;
+        CHECK_OK(tc_op_run(TC_OP_CONV2D, (const tc_tensor *const[]){x, w, NULL}, 3, &cp, &want, 1));
+        ct_keep(want);
+        CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, cases[c].tf32));
+        CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK, cases[c].bench));
+        long long before[4];
+        for (int m = 0; m < 4; m++) before[m] = ct_cuda_emu_launches(math[m]);
+        tc_tensor *dx = on_dev(x), *dw = on_dev(w);
+        CHECK_OK(tc_op_run(TC_OP_CONV2D, (const tc_tensor *const[]){dx, dw, NULL}, 3, &cp, &got, 1));
+        ct_keep(got);
+        long long ran[4];
+        for (int m = 0; m < 4; m++) ran[m] = ct_cuda_emu_launches(math[m]) - before[m];
+        /* the run itself (benchmark mode's Find runs at the descriptor's type first) */
+        CHECK(ran[cases[c].want] >= 1 && ran[2] == 0);
+        if (cases[c].dt == TC_F32 && !cases[c].tf32) CHECK(ran[0] == 0 && ran[1] == 0);
+        if (!got || !want || tc_tensor_numel(got) != tc_tensor_numel(want)) continue;
+        tc_tensor *h = host(got);
+        double worst = 0;
+        for (int64_t i = 0; h && i < tc_tensor_numel(want); i++)
+            worst = fmax(worst, fabs(ct_at(h, i) - ct_at(want, i)) / (1 + fabs(ct_at(want, i))));
+        CHECK(h && worst < (cases[c].dt == TC_BF16 ? 1e-2 : 1e-3));
+    }
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_TF32, tf32));
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK, bench));
+    ct_drop();
+}

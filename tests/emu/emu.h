@@ -53,6 +53,10 @@ bool device_wait_forbidden(const char *what);
  * cudaMalloc has handed out): for library allocations made outside the caller's allocator. */
 bool device_room(size_t nbytes);
 
+/* Counts one call named `name` with the kernel launches (tc_cuda_emu_launches), so tests can
+ * see how a library call was made (emu_cudnn.cc: each convolution's math type). */
+void count_call(const char *name);
+
 /* Prints "emu: " + the message to stderr (diagnostics that are not errors of the call). */
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -430,6 +430,10 @@ static cudnnStatus_t conv_run(const char *fn, cudnnHandle_t h, int dir, const co
         !tensor_mem_ok(g.w, dir == C_BWD_FILTER ? res : wp, fn, dir == C_BWD_FILTER ? "dw" : "w") ||
         !tensor_mem_ok(g.y, dir == C_FWD ? res : yp, fn, dir == C_FWD ? "y" : "dy"))
         return CUDNN_STATUS_BAD_PARAM;
+    static const char *const math_name[] = {"DEFAULT", "TENSOR_OP", "ALLOW_CONVERSION", "FMA"};
+    char counted[96];
+    snprintf(counted, sizeof counted, "cudnn convolution, math %s", math_name[g.cv.math]); /* for tests */
+    emu::count_call(counted);
     run(h, fn, [=]() {
         std::vector<double> acc;
         conv_compute(dir, g, xp, wp, yp, acc);
@@ -490,8 +494,22 @@ extern "C" cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const v
 
 /* ---- algorithm queries ------------------------------------------------------------------------- */
 
+/* The math type an algorithm is listed with. cuDNN lists tensor-core versions of algorithms
+ * with their own math type, which the caller must set on the descriptor to run that
+ * version; the emulator's listing: FMA under an FMA descriptor, DEFAULT for double,
+ * TENSOR_OP for the half types, and for float TENSOR_OP except the first algorithm of the
+ * list, listed with ..._ALLOW_CONVERSION (down-conversion to half, which a caller wanting
+ * float32 must not take) -- so tests see that the caller sets the type it may use. */
+static cudnnMathType_t listed_math(const conv_geom &g, int index)
+{
+    if (g.cv.math == CUDNN_FMA_MATH) return CUDNN_FMA_MATH;
+    if (g.x.dt == CUDNN_DATA_DOUBLE) return CUDNN_DEFAULT_MATH;
+    if (g.x.dt != CUDNN_DATA_FLOAT) return CUDNN_TENSOR_OP_MATH;
+    return index == 0 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_TENSOR_OP_MATH;
+}
+
 template <class Perf, class Algo>
-static void fill_perf(Perf *p, int algo, cudnnStatus_t st, float ms, size_t mem, int dir, const conv_geom &g)
+static void fill_perf(Perf *p, int algo, cudnnStatus_t st, float ms, size_t mem, int dir, const conv_geom &g, int index)
 {
     memset(p, 0, sizeof *p);
     p->algo = (Algo)algo, p->status = st, p->time = ms, p->memory = mem;
@@ -499,7 +517,7 @@ static void fill_perf(Perf *p, int algo, cudnnStatus_t st, float ms, size_t mem,
                   (dir == C_BWD_FILTER && (algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
                                            algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
     p->determinism = atomic ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC;
-    p->mathType = g.cv.math;
+    p->mathType = listed_math(g, index);
 }
 
 /* Get*_v7: every offered algorithm, in preference order, status success, time -1. */
@@ -513,7 +531,7 @@ static cudnnStatus_t get_v7(const char *fn, int dir, const conv_geom &g, int req
     for (int i = 0; i < *ret; i++) {
         size_t ws = 0;
         algo_ws(dir, l[i], g, &ws);
-        fill_perf<Perf, Algo>(&perf[i], l[i], CUDNN_STATUS_SUCCESS, -1.0f, ws, dir, g);
+        fill_perf<Perf, Algo>(&perf[i], l[i], CUDNN_STATUS_SUCCESS, -1.0f, ws, dir, g, i);
     }
     return CUDNN_STATUS_SUCCESS;
 }
@@ -535,13 +553,13 @@ static cudnnStatus_t find_ex(const char *fn, cudnnHandle_t h, int dir, const con
         algo_ws(dir, l[i], g, &need);
         Perf p;
         if (need > wsb) {
-            fill_perf<Perf, Algo>(&p, l[i], CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, -1.0f, need, dir, g);
+            fill_perf<Perf, Algo>(&p, l[i], CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, -1.0f, need, dir, g, i);
             failed.push_back(p);
             continue;
         }
         cudnnStatus_t st = conv_run(fn, h, dir, g, l[i], xp, wp, yp, res, ws, wsb, 1.0, 0.0);
         if (st != CUDNN_STATUS_SUCCESS) return st; /* the buffers themselves are wrong */
-        fill_perf<Perf, Algo>(&p, l[i], CUDNN_STATUS_SUCCESS, 0.1f * (float)(i + 1), need, dir, g);
+        fill_perf<Perf, Algo>(&p, l[i], CUDNN_STATUS_SUCCESS, 0.1f * (float)(i + 1), need, dir, g, i);
         ok.push_back(p);
     }
     ok.insert(ok.end(), failed.begin(), failed.end());

@@ -295,13 +295,16 @@ EMU_API void check_aligned(const void *p, size_t bytes)
 static std::mutex g_count_mu;
 static std::map<std::string, long long> g_launches;
 
+void count_call(const char *name)
+{
+    std::lock_guard<std::mutex> l(g_count_mu);
+    g_launches[name]++;
+}
+
 EMU_API void launch_grid(const char *name, dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body,
                          std::function<bool(int)> args_ok)
 {
-    {
-        std::lock_guard<std::mutex> l(g_count_mu);
-        g_launches[name]++;
-    }
+    count_call(name);
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
         threads > MAX_THREADS || block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {

@@ -40,6 +40,7 @@ bool device_range(const void *p, size_t n, const char *what)
 static bool forbid_alloc, forbid_wait;
 bool capture_forbids(const char *) { return forbid_alloc; }
 bool device_wait_forbidden(const char *) { return forbid_wait; }
+void count_call(const char *) {}
 void note(const char *fmt, ...)
 {
     notes++;
@@ -149,6 +150,16 @@ static void test_conv(const conv_case &c, cudnnDataType_t t, double tol)
     int got = 0;
     OK(cudnnGetConvolutionForwardAlgorithm_v7(h, x.d, fd, cd, y.d, 8, &got, perf));
     CHECK(got >= 2 && perf[0].status == CUDNN_STATUS_SUCCESS, "v7 gave %d algos", got);
+    /* the listing's math types (emu_cudnn.cc, listed_math): the descriptor's default math */
+    cudnnMathType_t m0 = t == CUDNN_DATA_DOUBLE  ? CUDNN_DEFAULT_MATH
+                         : t == CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                                                 : CUDNN_TENSOR_OP_MATH;
+    CHECK(perf[0].mathType == m0 && perf[1].mathType == (t == CUDNN_DATA_DOUBLE ? m0 : CUDNN_TENSOR_OP_MATH),
+          "%s listed with math %d, %d", emu_dnn::type_name(t), (int)perf[0].mathType, (int)perf[1].mathType);
+    OK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    OK(cudnnGetConvolutionForwardAlgorithm_v7(h, x.d, fd, cd, y.d, 8, &got, perf));
+    CHECK(perf[0].mathType == CUDNN_FMA_MATH && perf[1].mathType == CUDNN_FMA_MATH, "FMA descriptor listing");
+    OK(cudnnSetConvolutionMathType(cd, CUDNN_DEFAULT_MATH));
     size_t wsb = 0;
     OK(cudnnGetConvolutionForwardWorkspaceSize(h, x.d, fd, cd, y.d, perf[0].algo, &wsb));
     CHECK(wsb == perf[0].memory, "workspace %zu vs perf memory %zu", wsb, perf[0].memory);
