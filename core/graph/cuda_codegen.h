@@ -62,8 +62,14 @@ int tc_nvrtc_probe(const char *path, char *why, size_t cap);
  * ~/.cache/tocha/nvrtc; TOCHA_NVRTC_CACHE=0 turns the disk off). what names the source
  * in messages (a kernel's label); a failed compile's message carries NVRTC's log. */
 tc_status tc_nvrtc_compile(const char *src, const char *name, const char *arch, const char *what, char **ptx);
-/* tc_nvrtc_compile of a generated kernel. */
+/* The same for arch "compute_XY" (PTX) or "sm_XY" (a cubin: machine code the driver loads
+ * without compiling it): *image receives size bytes and a NUL (PTX: size is its length).
+ * A cubin needs nvrtcGetCUBIN (NVRTC 11.1 on): without it, TC_ERR_UNSUPPORTED. */
+tc_status tc_nvrtc_compile_image(const char *src, const char *name, const char *arch, const char *what, char **image,
+                                 size_t *size);
+/* tc_nvrtc_compile / tc_nvrtc_compile_image of a generated kernel. */
 tc_status tc_cuda_kernel_ptx(const tc_cuda_kernel *k, const char *arch, char **ptx);
+tc_status tc_cuda_kernel_image(const tc_cuda_kernel *k, const char *arch, char **image, size_t *size);
 /* NVRTC's whole log of this thread's last compile ("" when it printed nothing). */
 const char *tc_nvrtc_last_log(void);
 

@@ -1,6 +1,9 @@
 /* cuda_launch.c -- loads a generated fused kernel (cuda_codegen.c, compiled by nvrtc.c)
  * into a device's primary context and launches it, through the CUDA driver API.
  *
+ * The kernel is loaded as a cubin for the device's architecture when NVRTC can make one,
+ * else as PTX (nvrtc.c).
+ *
  * NOTE: NOT YET RUN ON A GPU. This file was written on machines without one. It has run
  * over the CUDA emulator's NVRTC and driver (tests/emu/emu_driver.cc; tests/run.sh sets
  * TOCHA_CUDA_DRIVER_LIB): tests/c/test_cuda_codegen_run.c's cuda_codegen_gpu_* compare its
@@ -152,26 +155,36 @@ static tc_status get_entry(int dev, const tc_cuda_kernel *k, lentry **out)
     if (r == 0) r = drv.attribute(&minor, ATTR_CC_MINOR, d);
     if (r == 0) r = drv.attribute(&sms, ATTR_SMS, d);
     if (r != 0) return cu_fail_r(r, k->label, "reading the device's attributes");
-    char arch[32], *ptx = NULL;
-    snprintf(arch, sizeof arch, "compute_%d%d", major, minor);
-    TRY(tc_cuda_kernel_ptx(k, arch, &ptx));
+    /* Machine code for this GPU (sm_XY), which the driver loads as it is; else PTX
+     * (compute_XY), which it compiles -- and refuses when NVRTC is newer than the driver.
+     * The cubin fails only where NVRTC cannot make one (no nvrtcGetCUBIN, an architecture
+     * newer than it knows); the PTX attempt then reports what went wrong. */
+    char arch[32], *image = NULL;
+    size_t size = 0;
+    snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+    tc_status st = tc_cuda_kernel_image(k, arch, &image, &size);
+    if (st == TC_ERR_UNSUPPORTED) {
+        snprintf(arch, sizeof arch, "compute_%d%d", major, minor);
+        st = tc_cuda_kernel_image(k, arch, &image, &size);
+    }
+    if (st) return st;
     lentry *e = calloc(1, sizeof *e);
     if (!e) {
-        free(ptx);
+        free(image);
         return tc_set_error(TC_ERR_MEMORY, "cuda launch: %s: out of memory", k->label);
     }
     char log[2048] = "";
     int opts[2] = {JIT_ERROR_LOG, JIT_ERROR_LOG_SIZE};
     void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
-    r = drv.module_load(&e->mod, ptx, 2, opts, vals);
-    free(ptx);
+    r = drv.module_load(&e->mod, image, 2, opts, vals);
+    free(image);
     if (r != 0) {
         free(e);
         const char *s = NULL;
         drv.error_string(r, &s);
         /* an older driver than NVRTC refuses the PTX version: the log says so */
-        return tc_set_error(TC_ERR_DEVICE, "cuda launch: %s: loading the PTX for %s failed: %s (%d) %.300s", k->label,
-                            arch, s ? s : "unknown error", r, log);
+        return tc_set_error(TC_ERR_DEVICE, "cuda launch: %s: loading the %s for %s failed: %s (%d) %.300s", k->label,
+                            arch[0] == 's' ? "cubin" : "PTX", arch, s ? s : "unknown error", r, log);
     }
     r = drv.get_function(&e->fn, e->mod, k->name);
     if (r == 0 && k->reduce == TC_CUDA_RED_ALL) e->part_n = tc_cuda_kernel_grid(k, sms);

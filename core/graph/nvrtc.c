@@ -1,16 +1,21 @@
-/* nvrtc.c -- run-time compilation of generated CUDA C (cuda_codegen.c) to PTX with NVRTC,
- * and the cache that makes each distinct kernel compile once.
+/* nvrtc.c -- run-time compilation of generated CUDA C (cuda_codegen.c) with NVRTC, to PTX
+ * for a virtual architecture (compute_XY) or to machine code, a cubin, for a real one
+ * (sm_XY), and the cache that makes each distinct kernel compile once. cuda_launch.c asks
+ * for the device's cubin first: the driver loads it as it is, while PTX must be compiled
+ * by the driver, which refuses PTX from an NVRTC newer than itself.
  *
- * libtocha links no CUDA library: libnvrtc is dlopen'ed on first use and its nine entry
- * points are declared here by hand (their C ABI: an int result, an opaque program
- * pointer), so no CUDA header is needed to build. Looked for in $TOCHA_NVRTC_LIB, then
- * $CUDA_HOME/lib64, /usr/local/cuda/lib64, then the dynamic loader's path by soname.
+ * libtocha links no CUDA library: libnvrtc is dlopen'ed on first use and its entry points
+ * are declared here by hand (their C ABI: an int result, an opaque program pointer), so no
+ * CUDA header is needed to build. Looked for in $TOCHA_NVRTC_LIB, then $CUDA_HOME/lib64,
+ * /usr/local/cuda/lib64, then the dynamic loader's path by soname. nvrtcGetCUBIN (NVRTC
+ * 11.1 and later) is optional: without it only PTX is made.
  *
  * Cache: key = FNV-1a 64 of (source, arch, options, NVRTC version). In memory a list of
  * entries compared on the full source (a hash collision cannot hand back another
- * kernel's PTX); on disk one file per key under $XDG_CACHE_HOME/tocha/nvrtc (else
- * ~/.cache/tocha/nvrtc), holding the source and the PTX, written to a temporary name and
- * renamed so a reader never sees half a file; a file that does not match is ignored.
+ * kernel's image); on disk one file per key under $XDG_CACHE_HOME/tocha/nvrtc (else
+ * ~/.cache/tocha/nvrtc), <key>-<arch>.ptx or .cubin, holding the source and the image with
+ * their lengths, written to a temporary name and renamed so a reader never sees half a
+ * file; a file that does not match is ignored.
  * TOCHA_NVRTC_CACHE=0 turns the disk cache off. One mutex guards the cache; compiles run
  * under it (a kernel is compiled once even when two threads ask at the same moment).
  *
@@ -40,6 +45,8 @@ typedef struct nvrtc_fns {
     int (*ptx)(nvrtc_prog p, char *buf);
     int (*destroy)(nvrtc_prog *p);
     const char *(*error_string)(int r);
+    int (*cubin_size)(nvrtc_prog p, size_t *n); /* NULL: this libnvrtc makes no cubins */
+    int (*cubin)(nvrtc_prog p, char *buf);
 } nvrtc_fns;
 
 typedef struct libstate {
@@ -119,6 +126,8 @@ static void load_into(libstate *st, const char *only)
     memcpy(&st->f.ptx, &syms[6], sizeof(void *));
     memcpy(&st->f.destroy, &syms[7], sizeof(void *));
     memcpy(&st->f.error_string, &syms[8], sizeof(void *));
+    void *cs = dlsym(h, "nvrtcGetCUBINSize"), *cb = dlsym(h, "nvrtcGetCUBIN");
+    if (cs && cb) memcpy(&st->f.cubin_size, &cs, sizeof(void *)), memcpy(&st->f.cubin, &cb, sizeof(void *));
     if (st->f.version(&st->major, &st->minor) != 0) {
         snprintf(st->why, sizeof st->why, "nvrtcVersion failed");
         return;
@@ -149,7 +158,8 @@ int tc_nvrtc_probe(const char *path, char *why, size_t cap)
 typedef struct entry {
     struct entry *next;
     uint64_t key;
-    char *src, *arch, *ptx;
+    char *src, *arch, *image; /* image: n bytes and a NUL */
+    size_t n;
 } entry;
 
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -210,40 +220,39 @@ static void make_dirs(const char *dir)
 
 #define DISK_MAGIC "tocha-nvrtc-cache 1\n"
 
-/* The PTX stored for (key, src), or NULL (no file, another source, a damaged
- * file). */
-static char *disk_read(const char *path, const char *src, size_t srclen)
+/* The image stored for (key, src), or NULL (no file, another source, a damaged file);
+ * *n its length. */
+static char *disk_read(const char *path, const char *src, size_t srclen, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char head[64];
-    size_t sl = 0, pl = 0;
-    char *ptx = NULL, *buf = NULL;
+    size_t sl = 0, il = 0;
+    char *img = NULL, *buf = NULL;
     if (!fgets(head, sizeof head, f) || strcmp(head, DISK_MAGIC) != 0) goto out;
-    if (fscanf(f, "%zu %zu", &sl, &pl) != 2 || fgetc(f) != '\n' || sl != srclen || pl > ((size_t)1 << 30)) goto out;
+    if (fscanf(f, "%zu %zu", &sl, &il) != 2 || fgetc(f) != '\n' || sl != srclen || il > ((size_t)1 << 30)) goto out;
     buf = malloc(sl + 1);
     if (!buf || fread(buf, 1, sl, f) != sl || memcmp(buf, src, sl) != 0) goto out;
-    ptx = malloc(pl + 1);
-    if (ptx && fread(ptx, 1, pl, f) == pl)
-        ptx[pl] = '\0';
+    img = malloc(il + 1);
+    if (img && fread(img, 1, il, f) == il && fgetc(f) == EOF)
+        img[il] = '\0', *n = il;
     else
-        free(ptx), ptx = NULL;
+        free(img), img = NULL;
 out:
     free(buf);
     fclose(f);
-    return ptx;
+    return img;
 }
 
-static void disk_write(const char *dir, const char *path, const char *src, size_t srclen, const char *ptx)
+static void disk_write(const char *dir, const char *path, const char *src, size_t srclen, const char *img, size_t n)
 {
     make_dirs(dir);
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
-    size_t pl = strlen(ptx);
-    bool ok = fprintf(f, DISK_MAGIC "%zu %zu\n", srclen, pl) > 0 && fwrite(src, 1, srclen, f) == srclen &&
-              fwrite(ptx, 1, pl, f) == pl;
+    bool ok = fprintf(f, DISK_MAGIC "%zu %zu\n", srclen, n) > 0 && fwrite(src, 1, srclen, f) == srclen &&
+              fwrite(img, 1, n, f) == n;
     ok = fclose(f) == 0 && ok;
     if (ok && rename(tmp, path) == 0)
         stats.disk_writes++;
@@ -253,7 +262,12 @@ static void disk_write(const char *dir, const char *path, const char *src, size_
 
 /* ---- compiling ----------------------------------------------------------------------- */
 
-static tc_status compile_now(const char *src, const char *name, const char *arch, const char *what, char **ptx)
+static bool is_real_arch(const char *arch) { return strncmp(arch, "sm_", 3) == 0; }
+
+/* Compiles src for arch: PTX (compute_XY) or a cubin (sm_XY) into *img (n bytes and a
+ * NUL; PTX's n is its text length). */
+static tc_status compile_now(const char *src, const char *name, const char *arch, const char *what, char **img,
+                             size_t *n)
 {
     char archopt[64], prog_name[96];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
@@ -261,48 +275,59 @@ static tc_status compile_now(const char *src, const char *name, const char *arch
     /* --fmad=false: a*b+c rounds twice, as on the CPU (no contraction there
      * either) */
     const char *opts[] = {archopt, "--fmad=false", "--std=c++17"};
+    const bool cubin = is_real_arch(arch);
+    const char *kind = cubin ? "cubin" : "PTX";
     nvrtc_prog p = NULL;
     int r = lib.f.create(&p, src, prog_name, 0, NULL, NULL);
     if (r != 0)
         return tc_set_error(TC_ERR_DEVICE, "nvrtc: %s: nvrtcCreateProgram failed: %s", what, lib.f.error_string(r));
     r = lib.f.compile(p, 3, opts);
-    size_t n = 0;
+    size_t size = 0;
     last_log[0] = '\0';
-    if (lib.f.log_size(p, &n) == 0 && n > 1) {
-        char *log = malloc(n);
+    if (lib.f.log_size(p, &size) == 0 && size > 1) {
+        char *log = malloc(size);
         if (log && lib.f.log(p, log) == 0) snprintf(last_log, sizeof last_log, "%s", log);
         free(log);
     }
     tc_status s = TC_OK;
+    size = 0;
     if (r != 0) {
         /* the log's first lines name the line and the error: the message carries
          * them */
         s = tc_set_error(TC_ERR_UNSUPPORTED, "nvrtc: compiling %s for %s failed (%s): %.360s", what, arch,
                          lib.f.error_string(r), last_log[0] ? last_log : "(no log)");
-    } else if (lib.f.ptx_size(p, &n) != 0 || n < 1 || !(*ptx = malloc(n + 1))) {
-        s = tc_set_error(TC_ERR_MEMORY, "nvrtc: %s: no PTX (%zu bytes)", what, n);
-    } else if ((r = lib.f.ptx(p, *ptx)) != 0) {
-        free(*ptx), *ptx = NULL;
-        s = tc_set_error(TC_ERR_DEVICE, "nvrtc: %s: nvrtcGetPTX failed: %s", what, lib.f.error_string(r));
+    } else if ((cubin ? lib.f.cubin_size(p, &size) : lib.f.ptx_size(p, &size)) != 0 || size < 1 ||
+               !(*img = malloc(size + 1))) {
+        s = tc_set_error(size < 1 ? TC_ERR_UNSUPPORTED : TC_ERR_MEMORY, "nvrtc: %s: no %s for %s (%zu bytes)", what,
+                         kind, arch, size);
+    } else if ((r = cubin ? lib.f.cubin(p, *img) : lib.f.ptx(p, *img)) != 0) {
+        free(*img), *img = NULL;
+        s = tc_set_error(TC_ERR_DEVICE, "nvrtc: %s: nvrtcGet%s failed: %s", what, cubin ? "CUBIN" : "PTX",
+                         lib.f.error_string(r));
     } else {
-        (*ptx)[n] = '\0';
+        (*img)[size] = '\0';
+        *n = cubin ? size : strlen(*img); /* nvrtcGetPTXSize counts the NUL */
     }
     lib.f.destroy(&p);
     return s;
 }
 
-tc_status tc_nvrtc_compile(const char *src, const char *name, const char *arch, const char *what, char **ptx)
+tc_status tc_nvrtc_compile_image(const char *src, const char *name, const char *arch, const char *what, char **image,
+                                 size_t *size)
 {
-    if (!ptx) return tc_set_error(TC_ERR_ARG, "nvrtc: NULL result");
-    *ptx = NULL;
+    if (!image || !size) return tc_set_error(TC_ERR_ARG, "nvrtc: NULL result");
+    *image = NULL, *size = 0;
     if (!what) what = name ? name : "kernel";
     if (!src || !arch || !*arch) return tc_set_error(TC_ERR_ARG, "nvrtc: %s: NULL source or architecture", what);
-    if (strncmp(arch, "compute_", 8) != 0 || strlen(arch) > 20)
-        return tc_set_error(TC_ERR_ARG, "nvrtc: %s: architecture '%s' is not compute_XY (PTX is generated)", what,
-                            arch);
+    if ((strncmp(arch, "compute_", 8) != 0 && !is_real_arch(arch)) || strlen(arch) > 20)
+        return tc_set_error(TC_ERR_ARG, "nvrtc: %s: architecture '%s' is neither compute_XY (PTX) nor sm_XY (a cubin)",
+                            what, arch);
     char why[768];
     if (!tc_nvrtc_available(why, sizeof why))
         return tc_set_error(TC_ERR_DEVICE, "nvrtc: cannot compile %s: %s", what, why);
+    if (is_real_arch(arch) && !lib.f.cubin)
+        return tc_set_error(TC_ERR_UNSUPPORTED, "nvrtc: %s: this libnvrtc (%d.%d) has no nvrtcGetCUBIN to make a cubin "
+                            "for %s", what, lib.major, lib.minor, arch);
 
     size_t srclen = strlen(src);
     char ver[48];
@@ -316,38 +341,52 @@ tc_status tc_nvrtc_compile(const char *src, const char *name, const char *arch, 
     for (entry *e = cache_head; e; e = e->next)
         if (e->key == key && strcmp(e->arch, arch) == 0 && strcmp(e->src, src) == 0) {
             stats.mem_hits++;
-            *ptx = dup_n(e->ptx, strlen(e->ptx));
-            if (!*ptx) s = tc_set_error(TC_ERR_MEMORY, "nvrtc: %s: out of memory copying PTX", what);
+            *image = dup_n(e->image, e->n), *size = e->n;
+            if (!*image) s = tc_set_error(TC_ERR_MEMORY, "nvrtc: %s: out of memory copying its image", what);
             pthread_mutex_unlock(&cache_mu);
             return s;
         }
     char dir[4096], path[4200];
     int have_dir = disk_dir(dir, sizeof dir);
     char *got = NULL;
+    size_t n = 0;
     if (have_dir) {
-        snprintf(path, sizeof path, "%s/%016llx-%s.ptx", dir, (unsigned long long)key, arch);
-        got = disk_read(path, src, srclen);
+        snprintf(path, sizeof path, "%s/%016llx-%s.%s", dir, (unsigned long long)key, arch,
+                 is_real_arch(arch) ? "cubin" : "ptx");
+        got = disk_read(path, src, srclen, &n);
         if (got) stats.disk_hits++;
     }
     if (!got) {
-        s = compile_now(src, name, arch, what, &got);
+        s = compile_now(src, name, arch, what, &got, &n);
         if (s == TC_OK) {
             stats.compiles++;
-            if (have_dir) disk_write(dir, path, src, srclen, got);
+            if (have_dir) disk_write(dir, path, src, srclen, got, n);
         }
     }
     if (s == TC_OK) {
         entry *e = calloc(1, sizeof *e);
-        if (e) e->src = dup_n(src, srclen), e->arch = dup_n(arch, strlen(arch)), e->ptx = dup_n(got, strlen(got));
-        if (e && e->src && e->arch && e->ptx) {
+        if (e) e->src = dup_n(src, srclen), e->arch = dup_n(arch, strlen(arch)), e->image = dup_n(got, n), e->n = n;
+        if (e && e->src && e->arch && e->image) {
             e->key = key, e->next = cache_head, cache_head = e;
         } else if (e) { /* no room to cache: the result is still good */
-            free(e->src), free(e->arch), free(e->ptx), free(e);
+            free(e->src), free(e->arch), free(e->image), free(e);
         }
-        *ptx = got;
+        *image = got, *size = n;
     }
     pthread_mutex_unlock(&cache_mu);
     return s;
+}
+
+tc_status tc_nvrtc_compile(const char *src, const char *name, const char *arch, const char *what, char **ptx)
+{
+    if (!ptx) return tc_set_error(TC_ERR_ARG, "nvrtc: NULL result");
+    *ptx = NULL;
+    if (!what) what = name ? name : "kernel";
+    if (arch && strncmp(arch, "compute_", 8) != 0)
+        return tc_set_error(TC_ERR_ARG, "nvrtc: %s: architecture '%s' is not compute_XY (PTX is generated)", what,
+                            arch);
+    size_t n;
+    return tc_nvrtc_compile_image(src, name, arch, what, ptx, &n);
 }
 
 tc_status tc_cuda_kernel_ptx(const tc_cuda_kernel *k, const char *arch, char **ptx)
@@ -355,6 +394,13 @@ tc_status tc_cuda_kernel_ptx(const tc_cuda_kernel *k, const char *arch, char **p
     if (ptx) *ptx = NULL;
     if (!k || !k->src) return tc_set_error(TC_ERR_ARG, "nvrtc: no generated kernel");
     return tc_nvrtc_compile(k->src, k->name, arch, k->label, ptx);
+}
+
+tc_status tc_cuda_kernel_image(const tc_cuda_kernel *k, const char *arch, char **image, size_t *size)
+{
+    if (image) *image = NULL;
+    if (!k || !k->src) return tc_set_error(TC_ERR_ARG, "nvrtc: no generated kernel");
+    return tc_nvrtc_compile_image(k->src, k->name, arch, k->label, image, size);
 }
 
 const char *tc_nvrtc_last_log(void) { return last_log; }
@@ -374,7 +420,7 @@ tc_status tc_nvrtc_cache_reset(const char *dir)
     pthread_mutex_lock(&cache_mu);
     for (entry *e = cache_head, *nx; e; e = nx) {
         nx = e->next;
-        free(e->src), free(e->arch), free(e->ptx), free(e);
+        free(e->src), free(e->arch), free(e->image), free(e);
     }
     cache_head = NULL;
     free(cache_dir_set);

@@ -5,7 +5,8 @@
  * not fuse, grouped by hand); each group's kernel text is checked for what must be in it
  * (the ops.def formulas, the index math of broadcast and strided inputs, the reduction)
  * and compiled with NVRTC to PTX for compute_90 and compute_75 (the oldest GPUs the backend
- * runs on), which must name the entry point. Kernels without a block reduction are also
+ * runs on), which must name the entry point, and to a cubin for sm_90 (an ELF file, cached
+ * byte for byte: cuda_codegen_nvrtc_cubin). Kernels without a block reduction are also
  * built with the host c++ and run against eager. No GPU is needed: where libnvrtc is
  * missing the compile steps print "SKIP nvrtc: <why>" and the text checks still run.
  * Launches (test_cuda_codegen_run.c's cuda_codegen_gpu_*) run over the CUDA emulator; never
@@ -360,6 +361,11 @@ TEST(cuda_codegen_nvrtc_errors)
     char *ptx = (char *)1;
     CHECK_ERR(tc_nvrtc_compile("x", "k", "sm_90", "test kernel", &ptx), TC_ERR_ARG, "'sm_90' is not compute_XY");
     CHECK(ptx == NULL);
+    size_t n = 7;
+    CHECK_ERR(tc_nvrtc_compile_image("x", "k", "gfx90", "test kernel", &ptx, &n), TC_ERR_ARG,
+              "architecture 'gfx90' is neither compute_XY (PTX) nor sm_XY (a cubin)");
+    CHECK(ptx == NULL && n == 0);
+    CHECK_ERR(tc_nvrtc_compile_image("x", "k", "sm_90", "test kernel", &ptx, NULL), TC_ERR_ARG, "NULL result");
     if (!have_nvrtc()) return;
     CHECK_ERR(
         tc_nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }", "k", ARCH, "test kernel", &ptx),
@@ -418,6 +424,42 @@ TEST(cuda_codegen_nvrtc_cache)
 
     free(p1), free(p2), free(p3), free(p4);
     CHECK_OK(tc_nvrtc_cache_reset(""));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    tc_cuda_kernel_free(&k);
+    tc_graph_free(g);
+}
+
+/* A cubin (sm_XY): the machine code cuda_launch.c loads first (the driver need not compile
+ * it, so an NVRTC newer than the driver does not matter). With the real NVRTC it is an ELF
+ * file, NUL bytes and all, and the disk cache keeps it byte for byte. */
+TEST(cuda_codegen_nvrtc_cubin)
+{
+    if (!have_nvrtc()) return;
+    char dir[] = "/tmp/tocha_nvrtc_cubin_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tc_graph *g = ewchain_graph(4096);
+    CHECK(g != NULL);
+    if (!g) return;
+    tc_cuda_kernel k;
+    CHECK_OK(tc_cuda_codegen(g, 0, NULL, &k));
+    char *c1 = NULL, *c2 = NULL, *ptx = NULL;
+    size_t n1 = 0, n2 = 0, np = 0;
+    tc_nvrtc_stats st;
+    CHECK_OK(tc_nvrtc_cache_reset(dir));
+    CHECK_OK(tc_cuda_kernel_image(&k, "sm_90", &c1, &n1));
+    CHECK_OK(tc_cuda_kernel_image(&k, ARCH, &ptx, &np)); /* PTX: its own entry, its text length */
+    CHECK(ptx && np == strlen(ptx) && has(ptx, ".target sm_90"));
+    if (c1 && !getenv("TOCHA_NVRTC_LIB")) /* the real NVRTC: machine code in an ELF file */
+        CHECK(n1 > 64 && memcmp(c1, "\x7f" "ELF", 4) == 0 && strlen(c1) < n1);
+    CHECK_OK(tc_nvrtc_cache_reset(dir)); /* a fresh process: the cubin comes from its file */
+    CHECK_OK(tc_cuda_kernel_image(&k, "sm_90", &c2, &n2));
+    tc_nvrtc_get_stats(&st);
+    CHECK(st.compiles == 0 && st.disk_hits == 1);
+    CHECK(c1 && c2 && n1 == n2 && memcmp(c1, c2, n1) == 0);
+    free(c1), free(c2), free(ptx);
+    CHECK_OK(tc_nvrtc_cache_reset(""));
+    char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
     tc_cuda_kernel_free(&k);

@@ -4,6 +4,7 @@
  * and driver (tests/emu/emu_driver.cc; tests/run.sh's emulator pass). Never run on a GPU.
  * The text and NVRTC tests are in test_cuda_codegen.c. */
 #include "cuda_codegen_test_util.h"
+#include <dirent.h>
 
 /* ---- running a generated kernel on the host -------------------------------------------
  * No GPU here, but a kernel without a block reduction or half conversions (whose helpers
@@ -365,6 +366,45 @@ TEST(cuda_codegen_gpu_launch)
     }
 }
 
+
+/* cuda_launch.c loads a cubin for the device's architecture, and PTX when NVRTC cannot make
+ * the cubin: over the emulator, whose NVRTC refuses real architectures with
+ * TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1, the kernel still runs, and the disk cache shows which
+ * image was made. */
+TEST(cuda_codegen_gpu_ptx_fallback)
+{
+    const char *lib = getenv("TOCHA_NVRTC_LIB");
+    if (!lib || !strstr(lib, "emu")) {
+        printf("  SKIP: needs the CUDA emulator's NVRTC (TOCHA_CUDA_EMU_NVRTC_PTX_ONLY)\n");
+        return;
+    }
+    if (!launch_ready()) return;
+    char dir[] = "/tmp/tocha_ptx_fallback_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int cubins = 0, ptxs = 0;
+    for (int ptx_only = 0; ptx_only < 2; ptx_only++) {
+        setenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY", ptx_only ? "1" : "0", 1);
+        CHECK_OK(tc_nvrtc_cache_reset(dir));
+        int64_t n = 1000 + ptx_only; /* a kernel not loaded yet (its sizes are in its text) */
+        tc_graph *g = ewchain_graph(n);
+        tc_tensor *x = ramp(TC_F32, 1, &n, 1, 1.1);
+        CHECK(g && gpu_matches_eager(g, &x, 1e-5));
+        tc_tensor_release(x);
+        tc_graph_free(g);
+        DIR *d = opendir(dir);
+        int c = 0, p = 0;
+        for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+            c += strstr(e->d_name, "-sm_") && strstr(e->d_name, ".cubin"), p += strstr(e->d_name, ".ptx") != NULL;
+        if (d) closedir(d);
+        CHECK(c == cubins + !ptx_only && p == ptxs + ptx_only); /* one new image each time, the kind expected */
+        cubins = c, ptxs = p;
+    }
+    unsetenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY");
+    CHECK_OK(tc_nvrtc_cache_reset(""));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
 
 /* Every elementwise formula of ops.def launched as generated kernels, against eager: the
  * float ones on f32, f64, f16 and bf16 (halves load through the PTX conversions), the

@@ -13,7 +13,8 @@
  *     through emu::launch_params (emu_launch.h).
  * The host's C++ compiler builds that into a shared object linked against this library, so
  * the kernels share the scheduler's thread indices and barriers; it is loaded at once.
- * What nvrtcGetPTX hands back is NOT PTX: a marked text holding that C++ (the "image").
+ * What nvrtcGetPTX (and nvrtcGetCUBIN, after a compile for sm_XY) hands back is NOT PTX or
+ * machine code: a marked text holding that C++ (the "image").
  * cuModuleLoadDataEx accepts only such images and finds the loaded object by its text; it
  * compiles again for an image from an earlier process (nvrtc.c's disk cache). The version
  * reported is 0.1, so nvrtc.c's cache keys never match a real NVRTC's.
@@ -29,6 +30,8 @@
  *
  * The compiler is the one the emulator was built with (EMU_MODULE_CXX), or
  * $TOCHA_CUDA_EMU_CXX; under the sanitizers the modules are built with them too.
+ * TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1 makes a compile for sm_XY fail (an NVRTC that cannot make
+ * machine code for the GPU), so tests reach cuda_launch.c's PTX fallback.
  */
 #include "emu.h"
 #include "emu_internal.h"
@@ -250,6 +253,7 @@ void *build_locked(const std::string &cc, std::string *log)
 
 struct _nvrtcProgram {
     std::string src, name, log, image;
+    bool real_arch = false; /* compiled for sm_XY: a "cubin" too */
 };
 
 namespace {
@@ -306,22 +310,31 @@ EXPORT nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int nopts, const char *co
 {
     if (!live(p)) return NVRTC_ERROR_INVALID_PROGRAM;
     if (nopts < 0 || (nopts > 0 && !opts)) return NVRTC_ERROR_INVALID_INPUT;
-    p->log.clear(), p->image.clear();
-    /* the options tocha passes, and their spellings; an architecture must be virtual
-     * (compute_XY), since the image stands for PTX */
-    static const std::regex known(R"((--gpu-architecture=|-arch=|--gpu-architecture |-arch )compute_\d+[a-z]?|)"
+    p->log.clear(), p->image.clear(), p->real_arch = false;
+    /* the options tocha passes, and their spellings; a virtual architecture (compute_XY)
+     * gives PTX only, a real one (sm_XY) a cubin as well */
+    static const std::regex known(R"((--gpu-architecture=|-arch=|--gpu-architecture |-arch )(compute|sm)_\d+[a-z]?|)"
                                   R"(--fmad=(true|false)|-fmad=(true|false)|--std=c\+\+(11|14|17|20)|-std=c\+\+(11|14|17|20)|)"
                                   R"(-default-device|--device-as-default-execution-space)");
-    for (int i = 0; i < nopts; i++)
+    bool real_arch = false;
+    for (int i = 0; i < nopts; i++) {
         if (!opts[i] || !std::regex_match(opts[i], known)) {
             p->log = std::string("emulated nvrtc: option '") + (opts[i] ? opts[i] : "(null)") + "' is not emulated\n";
             return NVRTC_ERROR_INVALID_OPTION;
         }
+        if (strstr(opts[i], "arch") && strstr(opts[i], "sm_")) real_arch = true;
+    }
+    const char *ptx_only = getenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY"); /* tests: an NVRTC without cubins */
+    if (real_arch && ptx_only && strcmp(ptx_only, "1") == 0) {
+        p->log = "emulated nvrtc: no machine code for a real architecture (TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1)\n";
+        return NVRTC_ERROR_INVALID_OPTION;
+    }
     std::string cc;
     if (!translate(p->src, &cc, &p->log)) return NVRTC_ERROR_COMPILATION;
     std::lock_guard<std::mutex> l(g_mu);
     if (!build_locked(cc, &p->log)) return NVRTC_ERROR_COMPILATION;
     p->image = kImageMark + cc;
+    p->real_arch = real_arch;
     return NVRTC_SUCCESS;
 }
 EXPORT nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram p, size_t *n)
@@ -351,6 +364,24 @@ EXPORT nvrtcResult nvrtcGetPTX(nvrtcProgram p, char *buf)
     if (!live(p)) return NVRTC_ERROR_INVALID_PROGRAM;
     if (!buf) return NVRTC_ERROR_INVALID_INPUT;
     if (p->image.empty()) return NVRTC_ERROR_INVALID_PROGRAM;
+    memcpy(buf, p->image.c_str(), p->image.size() + 1);
+    return NVRTC_SUCCESS;
+}
+/* The "cubin" is the same image; as NVRTC's, its size is 0 after a compile for a virtual
+ * architecture (no machine code was made). */
+EXPORT nvrtcResult nvrtcGetCUBINSize(nvrtcProgram p, size_t *n)
+{
+    if (!live(p)) return NVRTC_ERROR_INVALID_PROGRAM;
+    if (!n) return NVRTC_ERROR_INVALID_INPUT;
+    if (p->image.empty()) return NVRTC_ERROR_INVALID_PROGRAM;
+    *n = p->real_arch ? p->image.size() + 1 : 0;
+    return NVRTC_SUCCESS;
+}
+EXPORT nvrtcResult nvrtcGetCUBIN(nvrtcProgram p, char *buf)
+{
+    if (!live(p)) return NVRTC_ERROR_INVALID_PROGRAM;
+    if (!buf) return NVRTC_ERROR_INVALID_INPUT;
+    if (p->image.empty() || !p->real_arch) return NVRTC_ERROR_INVALID_PROGRAM;
     memcpy(buf, p->image.c_str(), p->image.size() + 1);
     return NVRTC_SUCCESS;
 }
