@@ -50,6 +50,8 @@ FN(nvrtcGetProgramLogSize);
 FN(nvrtcGetProgramLog);
 FN(nvrtcGetPTXSize);
 FN(nvrtcGetPTX);
+FN(nvrtcGetCUBINSize);
+FN(nvrtcGetCUBIN);
 FN(nvrtcDestroyProgram);
 FN(cuInit);
 FN(cuDeviceGet);
@@ -175,8 +177,28 @@ static void check_nvrtc(std::string *image)
     const char *bad_opt[] = {"-G"};
     EXPECT(compile(kGood, bad_opt, 1, &log, &img) == NVRTC_ERROR_INVALID_OPTION && log.find("'-G'") != std::string::npos,
            "-G: %s", log.c_str());
+    /* a real architecture gives a "cubin" (the same image); a virtual one gives none (size 0,
+     * as NVRTC documents); TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1 refuses real architectures */
     const char *real_arch[] = {"--gpu-architecture=sm_90"};
-    EXPECT(compile(kGood, real_arch, 1, &log, &img) == NVRTC_ERROR_INVALID_OPTION, "sm_90 is not a virtual arch");
+    for (int arch = 0; arch < 2; arch++) {
+        nvrtcProgram p = nullptr;
+        size_t n = 7;
+        EXPECT(p_nvrtcCreateProgram(&p, kGood, "k.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS, "create");
+        EXPECT(p_nvrtcCompileProgram(p, arch ? 1 : 3, arch ? real_arch : kOpts) == NVRTC_SUCCESS, "compile %d", arch);
+        EXPECT(p_nvrtcGetCUBINSize(p, &n) == NVRTC_SUCCESS && (arch ? n == image->size() + 1 : n == 0),
+               "cubin size %zu for %s", n, arch ? "sm_90" : "compute_XY");
+        std::vector<char> b(image->size() + 1);
+        EXPECT(p_nvrtcGetCUBIN(p, b.data()) == (arch ? NVRTC_SUCCESS : NVRTC_ERROR_INVALID_PROGRAM) &&
+                   (!arch || b.data() == *image),
+               "cubin of %s", arch ? "sm_90" : "compute_XY");
+        p_nvrtcDestroyProgram(&p);
+    }
+    setenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY", "1", 1);
+    EXPECT(compile(kGood, real_arch, 1, &log, &img) == NVRTC_ERROR_INVALID_OPTION &&
+               log.find("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY") != std::string::npos,
+           "PTX only: %s", log.c_str());
+    EXPECT(compile(kGood, kOpts, 3, &log, &img) == NVRTC_SUCCESS, "PTX only still compiles compute_XY");
+    unsetenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY");
     EXPECT(compile("extern \"C\" __global__ void k(int *x) { unsigned l; asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(l)); "
                    "x[0] = l; }",
                    kOpts, 3, &log, &img) == NVRTC_ERROR_COMPILATION &&
@@ -514,6 +536,7 @@ int main(int, char **argv)
     }
     LOAD(nvrtcVersion), LOAD(nvrtcCreateProgram), LOAD(nvrtcCompileProgram), LOAD(nvrtcGetProgramLogSize);
     LOAD(nvrtcGetProgramLog), LOAD(nvrtcGetPTXSize), LOAD(nvrtcGetPTX), LOAD(nvrtcDestroyProgram);
+    LOAD(nvrtcGetCUBINSize), LOAD(nvrtcGetCUBIN);
     LOAD(cuInit), LOAD(cuDeviceGet), LOAD(cuDeviceGetAttribute), LOAD(cuDevicePrimaryCtxRetain);
     LOAD(cuCtxSetCurrent), LOAD(cuCtxSynchronize), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
     LOAD(cuGetErrorString), LOAD(cudaMalloc), LOAD(cudaFree), LOAD(cudaHostAlloc), LOAD(cudaFreeHost);
