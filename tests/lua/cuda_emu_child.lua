@@ -90,7 +90,24 @@ torch.backends.cuda.matmul.allow_tf32 = true
 check(torch.mm(a, b):float()[1][1] == 1, 'tf32 rounds the inputs')
 torch.backends.cuda.matmul.allow_tf32 = false
 -- sort on long rows (cub's segmented sort; one row: its radix sort) with NaN, -0, ties; every op
--- of the family
+-- of the family, on x along dim against the same on the device copy gx
+local function sort_family(x, gx, dim, tname, what)
+  local function same(v, gv, i, gi, name)
+    check(maxdiff(v, gv:type(tname)) == 0 and i:eq(gi:long()):all(), what .. name)
+  end
+  for _, desc in ipairs({false, true}) do
+    local v, i = torch.sort(x, dim, desc); local gv, gi = torch.sort(gx, dim, desc)
+    same(v, gv, i, gi, ' sort desc=' .. tostring(desc))
+    local tv, ti = torch.topk(x, 50, dim, desc); local gtv, gti = torch.topk(gx, 50, dim, desc)
+    same(tv, gtv, ti, gti, ' topk ' .. tostring(desc))
+  end
+  local kv, ki = torch.kthvalue(x, 777, dim); local gkv, gki = torch.kthvalue(gx, 777, dim)
+  same(kv, gkv, ki, gki, ' kthvalue')
+  local mv, mi = torch.median(x, dim); local gmv, gmi = torch.median(gx, dim)
+  same(mv, gmv, mi, gmi, ' median')
+  local ov, oi = torch.mode(x, dim); local gov, goi = torch.mode(gx, dim)
+  same(ov, gov, oi, goi, ' mode')
+end
 for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTensor', 'torch.IntTensor', 'torch.LongTensor', 'torch.ByteTensor', 'torch.CharTensor', 'torch.ShortTensor'}) do
   local n = 3000
   local x = torch.Tensor(3, n):random(0, 20)
@@ -104,34 +121,10 @@ for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTe
   x = x:type(tname)
   local gname = tname:gsub('torch%.', 'torch.Cuda'):gsub('FloatTensor', 'Tensor')
   local gx = x:type(gname)
-  for _, desc in ipairs({false, true}) do
-    local v, i = torch.sort(x, 2, desc); local gv, gi = torch.sort(gx, 2, desc)
-    check(maxdiff(v, gv:type(tname)) == 0 and i:eq(gi:long()):all(), tname .. ' sort desc=' .. tostring(desc))
-    local tv, ti = torch.topk(x, 50, 2, desc); local gtv, gti = torch.topk(gx, 50, 2, desc)
-    check(maxdiff(tv, gtv:type(tname)) == 0 and ti:eq(gti:long()):all(), tname .. ' topk ' .. tostring(desc))
-  end
-  local kv, ki = torch.kthvalue(x, 777, 2); local gkv, gki = torch.kthvalue(gx, 777, 2)
-  check(maxdiff(kv, gkv:type(tname)) == 0 and ki:eq(gki:long()):all(), tname .. ' kthvalue')
-  local mv, mi = torch.median(x, 2); local gmv, gmi = torch.median(gx, 2)
-  check(maxdiff(mv, gmv:type(tname)) == 0 and mi:eq(gmi:long()):all(), tname .. ' median')
-  local ov, oi = torch.mode(x, 2); local gov, goi = torch.mode(gx, 2)
-  check(maxdiff(ov, gov:type(tname)) == 0 and oi:eq(goi:long()):all(), tname .. ' mode')
+  sort_family(x, gx, 2, tname, tname .. ' rows')
   -- one long row (cub's device-wide radix sort, sort_pairs.h): a vector, and a strided one
-  for _, form in ipairs({'vector', 'strided'}) do
-    local r, gr = x[3], gx[3]
-    if form == 'strided' then r, gr = x:t():contiguous():select(2, 3), gx:t():contiguous():select(2, 3) end
-    local what = tname .. ' one ' .. form .. ' row '
-    for _, desc in ipairs({false, true}) do
-      local v1, i1 = torch.sort(r, 1, desc); local gv1, gi1 = torch.sort(gr, 1, desc)
-      check(maxdiff(v1, gv1:type(tname)) == 0 and i1:eq(gi1:long()):all(), what .. 'sort desc=' .. tostring(desc))
-      local t1, u1 = torch.topk(r, 40, 1, desc); local gt1, gu1 = torch.topk(gr, 40, 1, desc)
-      check(maxdiff(t1, gt1:type(tname)) == 0 and u1:eq(gu1:long()):all(), what .. 'topk ' .. tostring(desc))
-    end
-    local m1, j1 = torch.median(r, 1); local gm1, gj1 = torch.median(gr, 1)
-    check(maxdiff(m1, gm1:type(tname)) == 0 and j1:eq(gj1:long()):all(), what .. 'median')
-    local o1, p1 = torch.mode(r, 1); local go1, gp1 = torch.mode(gr, 1)
-    check(maxdiff(o1, go1:type(tname)) == 0 and p1:eq(gp1:long()):all(), what .. 'mode')
-  end
+  sort_family(x[3], gx[3], 1, tname, tname .. ' one vector row')
+  sort_family(x:t():contiguous():select(2, 3), gx:t():contiguous():select(2, 3), 1, tname, tname .. ' one strided row')
 end
 -- prefix sums (cub scan): masked_select and nonzero
 local x = torch.randn(50, 101):float()
