@@ -128,7 +128,8 @@ tc_status randperm(int dev, const tc_cuda_call *c)
     tc_status s;
     if ((!direct && (s = perm_s.get(sizeof(int64_t) * (size_t)n, name))) ||
         (s = partner.get(sizeof(int64_t) * (size_t)n, name)) ||
-        (s = owner.get(sizeof(unsigned long long) * (size_t)n, name)) || (s = left.get(2 * sizeof(unsigned long long), name)))
+        (s = owner.get(sizeof(unsigned long long) * (size_t)n, name)) ||
+        (s = left.get(2 * sizeof(unsigned long long), name)))
         return s;
     int64_t *perm = direct ? (int64_t *)o.data : perm_s.as<int64_t>();
     const unsigned grid = grid_for(dev, n);
@@ -143,8 +144,9 @@ tc_status randperm(int dev, const tc_cuda_call *c)
         if ((s = launched(c))) return s;
         if (round % ROUNDS_PER_CHECK) continue;
         unsigned long long pending = 0; /* 64 bits: n may pass 2^32 (MAX_PERM) */
-        s = cu_check(cudaMemcpyAsync(&pending, left.as<unsigned long long>() + (round & 1), sizeof pending, cudaMemcpyDeviceToHost,
-                                     cu_stream()), name);
+        s = cu_check(cudaMemcpyAsync(&pending, left.as<unsigned long long>() + (round & 1), sizeof pending,
+                                     cudaMemcpyDeviceToHost, cu_stream()),
+                     name);
         if (!s) s = cu_check(cudaStreamSynchronize(cu_stream()), name);
         if (s) return s;
         if (pending == 0) break;

@@ -366,6 +366,8 @@ TEST(cuda_codegen_nvrtc_errors)
               "architecture 'gfx90' is neither compute_XY (PTX) nor sm_XY (a cubin)");
     CHECK(ptx == NULL && n == 0);
     CHECK_ERR(tc_nvrtc_compile_image("x", "k", "sm_90", "test kernel", &ptx, NULL), TC_ERR_ARG, "NULL result");
+    CHECK_ERR(tc_cuda_kernel_image(NULL, "sm_90", &ptx, &n), TC_ERR_ARG, "nvrtc: no generated kernel");
+    CHECK(ptx == NULL);
     if (!have_nvrtc()) return;
     CHECK_ERR(
         tc_nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }", "k", ARCH, "test kernel", &ptx),
