@@ -679,16 +679,21 @@ TEST(cuda_dev_index_and_sort_over_their_inputs)
     ct_drop();
 }
 
+/* 1 when the backend is the CUDA emulator; else prints that the test needs its `what`. */
+static int on_emulator(const char *what)
+{
+    if (ct_cuda_emu_launches("") >= 0) return 1;
+    printf("  skip: needs the emulator's %s\n", what);
+    return 0;
+}
+
 /* cuBLAS takes its workspace from the device outside the caching allocator: a product that
  * finds the device full of cached blocks runs once they are given back (blas.cu). Over the
  * emulator only, whose cuBLAS needs exactly 4 MiB free; a GPU's needs are its own. */
 TEST(cuda_dev_matmul_memory_retry)
 {
     if (!have_device(ctest_failed)) return;
-    if (ct_cuda_emu_launches("") < 0) {
-        printf("  skip: needs the emulator's cuBLAS (its workspace size is known)\n");
-        return;
-    }
+    if (!on_emulator("cuBLAS (its workspace size is known)")) return;
     const int64_t MiB = (int64_t)1 << 20;
     tc_cuda_device_props pr;
     tc_cuda_memstats full, after;
@@ -716,10 +721,7 @@ TEST(cuda_dev_matmul_memory_retry)
 TEST(cuda_dev_conv_math_types)
 {
     if (!have_device(ctest_failed)) return;
-    if (ct_cuda_emu_launches("") < 0) {
-        printf("  skip: needs the emulator's cuDNN (it counts the math type of each convolution)\n");
-        return;
-    }
+    if (!on_emulator("cuDNN (it counts the math type of each convolution)")) return;
     static const char *const math[] = {"math DEFAULT", "math TENSOR_OP", "math ALLOW_CONVERSION", "math FMA"};
     tc_params cp = {.nshape = 6, .shape = {1, 1, 1, 1, 1, 1}, .i = {1}};
     int64_t tf32 = tc_cuda_get_flag(TC_CUDA_FLAG_TF32), bench = tc_cuda_get_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK);
