@@ -51,12 +51,12 @@ static tc_status prepare_batch_norm(const tc_kcall *k, tc_outspec *spec)
     const char *op = k->info->name;
     char b1[TC_SHAPE_BUF], b2[TC_SHAPE_BUF];
     bool train = k->p->i[0] != 0;
+    double eps = k->p->s[0]; /* both ops: the backward one passes the forward's on to cuDNN */
+    if (!(eps >= 0) || isinf(eps))
+        return tc_set_error(TC_ERR_ARG, "%s: eps must be a number >= 0, got %g", op, eps);
     if (k->op == TC_OP_BATCH_NORM) {
         const tc_tensor *x = k->in[0];
         TRY(want_input(op, "input", x));
-        double eps = k->p->s[0];
-        if (!(eps >= 0) || isinf(eps))
-            return tc_set_error(TC_ERR_ARG, "%s: eps must be a number >= 0, got %g", op, eps);
         static const char *const names[5] = {"input", "weight", "bias", "running_mean", "running_var"};
         for (int i = 1; i < 5; i++)
             if (k->in[i]) TRY(per_channel(op, names[i], k->in[i], x));

@@ -416,7 +416,7 @@ static void bn_fused(tc_garena *A, const tc_grad_ctx *c, const bn_view *v, tc_te
     if (A->err) return;
     const tc_tensor *in[4] = {G0, c->in[0], c->in[1], c->out[1]};
     tc_tensor *res[2] = {NULL, NULL};
-    tc_params p = {.i = {c->p->i[0] != 0}};
+    tc_params p = {.i = {c->p->i[0] != 0}, .s = {c->p->s[0]}}; /* s0: the forward's eps */
     tc_status s = tc_op_run(TC_OP_BATCH_NORM_BACKWARD, in, 4, &p, res, 2);
     if (s) {
         A->err = s;

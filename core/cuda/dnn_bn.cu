@@ -258,9 +258,9 @@ tc_status cu_op_norm(int dev, const tc_cuda_call *c)
                         (const float *)saved, (float *)sp, N, C, Sp);
                 goto launched;
             }
-            /* eps is only read by cuDNN when no saved statistics are given; ours always are */
+            /* the forward's eps, as cuDNN asks (it reads the saved statistics, not eps) */
             st = cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, d.x, xd.data, d.x,
-                                                 g.data, d.x, y.data, d.bn, w.data, sp, sp + row, 1e-5, saved,
+                                                 g.data, d.x, y.data, d.bn, w.data, sp, sp + row, eps, saved,
                                                  saved + row);
         } else {
             const tc_cuda_view *bv = &c->in[2];

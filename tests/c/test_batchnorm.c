@@ -187,6 +187,9 @@ TEST(bn_bad_input)
               "batch_norm_backward: stats (3) must be (2,3) (mean and invstd of the channels of input (2,3,4))");
     CHECK_ERR(BNB(x, x, NULL, NULL), TC_ERR_ARG, "batch_norm_backward: stats (input 4) is NULL");
     CHECK_ERR(BNB(xf, x, NULL, st), TC_ERR_DTYPE, "batch_norm_backward: gradOutput is float32 but input is float64");
+    CHECK_ERR(tc_op_run(TC_OP_BATCH_NORM_BACKWARD, (const tc_tensor *const[]){x, x, NULL, st}, 4,
+                        P(.s = {-1}, .i = {1}), out, 2),
+              TC_ERR_ARG, "batch_norm_backward: eps must be a number >= 0, got -1");
     CHECK(out[0] == NULL && out[1] == NULL);
 #undef BN
 #undef BNB

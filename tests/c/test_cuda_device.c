@@ -325,7 +325,8 @@ static int dev_near(const tc_tensor *d, const tc_tensor *c, double tol)
  * (model:half()): cuDNN takes the per-channel tensors in float only, so the device converts
  * them (dnn_bn.cu), where it used to send the op to the host. Training and evaluation,
  * forward and backward, against the CPU (which computes through float32 too); on a real
- * backend no call falls back to the host. */
+ * backend no call falls back to the host. eps is not the default 1e-5: the emulator counts
+ * the eps each cuDNN backward was given, which must be the forward's. */
 TEST(cuda_dev_batch_norm_half_params)
 {
     if (!have_device(ctest_failed)) return;
@@ -343,7 +344,8 @@ TEST(cuda_dev_batch_norm_half_params)
             int64_t fb = tc_cuda_host_fallbacks(TC_OP_BATCH_NORM) + tc_cuda_host_fallbacks(TC_OP_BATCH_NORM_BACKWARD);
             const tc_tensor *ci[5] = {x, w, b, rm, rv}, *di[5] = {dx, dw, db, drm, drv};
             tc_tensor *yc[2] = {NULL, NULL}, *yd[2] = {NULL, NULL}, *gc[2] = {NULL, NULL}, *gd[2] = {NULL, NULL};
-            const tc_params p = {.s = {1e-5}, .i = {train}};
+            const tc_params p = {.s = {1e-3}, .i = {train}};
+            long long eps_seen = ct_cuda_emu_launches("cudnn batch norm backward, eps 0.001");
             CHECK_OK(tc_op_run(TC_OP_BATCH_NORM, ci, 5, &p, yc, 2));
             CHECK_OK(tc_op_run(TC_OP_BATCH_NORM, di, 5, &p, yd, 2));
             for (int i = 0; i < 2; i++) ct_keep(yc[i]), ct_keep(yd[i]);
@@ -358,6 +360,8 @@ TEST(cuda_dev_batch_norm_half_params)
             CHECK(gd[0] && gd[0]->dtype == (int)dt && gd[1] && gd[1]->dtype == TC_F32);
             CHECK(dev_near(gd[0], gc[0], tol));
             CHECK(dev_near(gd[1], gc[1], 1e-4)); /* sums of 100 products: float vs double order */
+            if (eps_seen >= 0) /* the emulator: training's backward ran in cuDNN, told the forward's eps */
+                CHECK(ct_cuda_emu_launches("cudnn batch norm backward, eps 0.001") - eps_seen == train);
             int64_t now = tc_cuda_host_fallbacks(TC_OP_BATCH_NORM) + tc_cuda_host_fallbacks(TC_OP_BATCH_NORM_BACKWARD);
             if (!mock_backend()) CHECK(now == fb); /* cuDNN ran them */
         }
