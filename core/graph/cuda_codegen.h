@@ -70,6 +70,11 @@ tc_status tc_nvrtc_compile_image(const char *src, const char *name, const char *
 /* tc_nvrtc_compile / tc_nvrtc_compile_image of a generated kernel. */
 tc_status tc_cuda_kernel_ptx(const tc_cuda_kernel *k, const char *arch, char **ptx);
 tc_status tc_cuda_kernel_image(const tc_cuda_kernel *k, const char *arch, char **image, size_t *size);
+/* The architecture (major * 10 + minor) to compile for on a GPU of compute capability cc:
+ * cc itself when NVRTC knows it (or cannot list what it knows), else the newest it knows
+ * below cc -- PTX for that runs on the newer GPU, compiled by the driver -- or 0 when it
+ * knows none at or below cc (NVRTC 13 has dropped Volta, for example). */
+int tc_nvrtc_arch_for(int cc);
 /* NVRTC's whole log of this thread's last compile ("" when it printed nothing). */
 const char *tc_nvrtc_last_log(void);
 

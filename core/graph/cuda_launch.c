@@ -2,7 +2,8 @@
  * into a device's primary context and launches it, through the CUDA driver API.
  *
  * The kernel is loaded as a cubin for the device's architecture when NVRTC can make one,
- * else as PTX (nvrtc.c).
+ * else as PTX (nvrtc.c); on a GPU newer than NVRTC, as PTX for the newest architecture
+ * NVRTC knows, which the driver compiles for the GPU.
  *
  * NOTE: NOT YET RUN ON A GPU. This file was written on machines without one. It has run
  * over the CUDA emulator's NVRTC and driver (tests/emu/emu_driver.cc; tests/run.sh sets
@@ -157,14 +158,20 @@ static tc_status get_entry(int dev, const tc_cuda_kernel *k, lentry **out)
     if (r != 0) return cu_fail_r(r, k->label, "reading the device's attributes");
     /* Machine code for this GPU (sm_XY), which the driver loads as it is; else PTX
      * (compute_XY), which it compiles -- and refuses when NVRTC is newer than the driver.
-     * The cubin fails only where NVRTC cannot make one (no nvrtcGetCUBIN, an architecture
-     * newer than it knows); the PTX attempt then reports what went wrong. */
+     * The cubin fails only where NVRTC cannot make one (no nvrtcGetCUBIN); the PTX attempt
+     * then reports what went wrong. A GPU newer than NVRTC gets PTX for the newest
+     * architecture NVRTC knows (PTX runs on later GPUs; a cubin does not). NVRTC that knows
+     * nothing this old (0) is left to say so in its error. */
     char arch[32], *image = NULL;
     size_t size = 0;
-    snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
-    tc_status st = tc_cuda_kernel_image(k, arch, &image, &size);
+    int cc = major * 10 + minor, use = tc_nvrtc_arch_for(cc);
+    tc_status st = TC_ERR_UNSUPPORTED;
+    if (use == cc || use == 0) {
+        snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+        st = tc_cuda_kernel_image(k, arch, &image, &size);
+    }
     if (st == TC_ERR_UNSUPPORTED) {
-        snprintf(arch, sizeof arch, "compute_%d%d", major, minor);
+        snprintf(arch, sizeof arch, "compute_%d", use > 0 ? use : cc);
         st = tc_cuda_kernel_image(k, arch, &image, &size);
     }
     if (st) return st;

@@ -8,7 +8,8 @@
  * are declared here by hand (their C ABI: an int result, an opaque program pointer), so no
  * CUDA header is needed to build. Looked for in $TOCHA_NVRTC_LIB, then $CUDA_HOME/lib64,
  * /usr/local/cuda/lib64, then the dynamic loader's path by soname. nvrtcGetCUBIN (NVRTC
- * 11.1 and later) is optional: without it only PTX is made.
+ * 11.1 and later) is optional: without it only PTX is made. So is nvrtcGetSupportedArchs
+ * (11.2 on), which tc_nvrtc_arch_for reads to pick PTX for a GPU newer than NVRTC.
  *
  * Cache: key = FNV-1a 64 of (source, arch, options, NVRTC version). In memory a list of
  * entries compared on the full source (a hash collision cannot hand back another
@@ -47,6 +48,8 @@ typedef struct nvrtc_fns {
     const char *(*error_string)(int r);
     int (*cubin_size)(nvrtc_prog p, size_t *n); /* NULL: this libnvrtc makes no cubins */
     int (*cubin)(nvrtc_prog p, char *buf);
+    int (*num_archs)(int *n); /* NULL: this libnvrtc cannot list its architectures */
+    int (*archs)(int *list);
 } nvrtc_fns;
 
 typedef struct libstate {
@@ -128,6 +131,8 @@ static void load_into(libstate *st, const char *only)
     memcpy(&st->f.error_string, &syms[8], sizeof(void *));
     void *cs = dlsym(h, "nvrtcGetCUBINSize"), *cb = dlsym(h, "nvrtcGetCUBIN");
     if (cs && cb) memcpy(&st->f.cubin_size, &cs, sizeof(void *)), memcpy(&st->f.cubin, &cb, sizeof(void *));
+    void *na = dlsym(h, "nvrtcGetNumSupportedArchs"), *la = dlsym(h, "nvrtcGetSupportedArchs");
+    if (na && la) memcpy(&st->f.num_archs, &na, sizeof(void *)), memcpy(&st->f.archs, &la, sizeof(void *));
     if (st->f.version(&st->major, &st->minor) != 0) {
         snprintf(st->why, sizeof st->why, "nvrtcVersion failed");
         return;
@@ -401,6 +406,18 @@ tc_status tc_cuda_kernel_image(const tc_cuda_kernel *k, const char *arch, char *
     if (image) *image = NULL;
     if (!k || !k->src) return tc_set_error(TC_ERR_ARG, "nvrtc: no generated kernel");
     return tc_nvrtc_compile_image(k->src, k->name, arch, k->label, image, size);
+}
+
+int tc_nvrtc_arch_for(int cc)
+{
+    char why[768];
+    if (cc <= 0) return 0;
+    if (!tc_nvrtc_available(why, sizeof why) || !lib.f.num_archs) return cc;
+    int n = 0, list[256], best = 0;
+    if (lib.f.num_archs(&n) != 0 || n < 1 || n > 256 || lib.f.archs(list) != 0) return cc;
+    for (int i = 0; i < n; i++) /* ascending, as documented; not relied on */
+        if (list[i] <= cc && list[i] > best) best = list[i];
+    return best;
 }
 
 const char *tc_nvrtc_last_log(void) { return last_log; }

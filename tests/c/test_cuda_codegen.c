@@ -467,3 +467,19 @@ TEST(cuda_codegen_nvrtc_cubin)
     tc_cuda_kernel_free(&k);
     tc_graph_free(g);
 }
+
+/* tc_nvrtc_arch_for with the NVRTC found (the real one, or the emulator's list under the
+ * emulator pass): a GPU it knows compiles for itself, one newer than it for the newest
+ * architecture it knows below, one older than all it knows for none. sm_90 is known to
+ * every NVRTC from 11.8 on; 91 and 1000 to none. */
+TEST(cuda_codegen_nvrtc_arch_for)
+{
+    if (!have_nvrtc()) return;
+    CHECK(tc_nvrtc_arch_for(90) == 90);
+    CHECK(tc_nvrtc_arch_for(91) == 90);
+    int newest = tc_nvrtc_arch_for(1000);
+    CHECK(newest >= 90 && newest < 1000 && tc_nvrtc_arch_for(newest) == newest);
+    CHECK(tc_nvrtc_arch_for(newest + 1) == newest);
+    CHECK(tc_nvrtc_arch_for(10) == 0); /* sm_10: below everything */
+    CHECK(tc_nvrtc_arch_for(0) == 0 && tc_nvrtc_arch_for(-5) == 0);
+}

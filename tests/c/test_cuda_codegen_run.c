@@ -367,10 +367,11 @@ TEST(cuda_codegen_gpu_launch)
 }
 
 
-/* cuda_launch.c loads a cubin for the device's architecture, and PTX when NVRTC cannot make
- * the cubin: over the emulator, whose NVRTC refuses real architectures with
- * TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1, the kernel still runs, and the disk cache shows which
- * image was made. */
+/* cuda_launch.c loads a cubin for the device's architecture, PTX when NVRTC cannot make
+ * the cubin, and PTX for an older architecture when NVRTC does not know the GPU's: over the
+ * emulator, whose NVRTC refuses real architectures with TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1 and
+ * those above TOCHA_CUDA_EMU_NVRTC_NEWEST, the kernel still runs each time, and the disk
+ * cache shows which image was made. */
 TEST(cuda_codegen_gpu_ptx_fallback)
 {
     const char *lib = getenv("TOCHA_NVRTC_LIB");
@@ -379,25 +380,47 @@ TEST(cuda_codegen_gpu_ptx_fallback)
         return;
     }
     if (!launch_ready()) return;
+    tc_cuda_device_props pr;
+    CHECK_OK(tc_cuda_device_properties(0, &pr));
+    int cc = pr.major * 10 + pr.minor, older = tc_nvrtc_arch_for(cc - 1);
+    CHECK(tc_nvrtc_arch_for(cc) == cc);
     char dir[] = "/tmp/tocha_ptx_fallback_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    int cubins = 0, ptxs = 0;
-    for (int ptx_only = 0; ptx_only < 2; ptx_only++) {
-        setenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY", ptx_only ? "1" : "0", 1);
+    /* {PTX only, newest architecture NVRTC knows (0: all)} -> the image expected */
+    struct {
+        int ptx_only, newest;
+        char file[32];
+    } modes[3] = {{0, 0, ""}, {1, 0, ""}, {0, older, ""}};
+    snprintf(modes[0].file, sizeof modes[0].file, "-sm_%d.cubin", cc);
+    snprintf(modes[1].file, sizeof modes[1].file, "-compute_%d.ptx", cc);
+    snprintf(modes[2].file, sizeof modes[2].file, "-compute_%d.ptx", older);
+    for (int m = 0; m < 3; m++) {
+        if (m == 2 && older == 0) {
+            printf("  (no architecture below the device's sm_%d to pose as an older NVRTC)\n", cc);
+            break;
+        }
+        char newest[16];
+        snprintf(newest, sizeof newest, "%d", modes[m].newest);
+        setenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY", modes[m].ptx_only ? "1" : "0", 1);
+        if (modes[m].newest) setenv("TOCHA_CUDA_EMU_NVRTC_NEWEST", newest, 1);
+        if (m == 2) CHECK(tc_nvrtc_arch_for(cc) == older && tc_nvrtc_arch_for(cc - 1) == older);
         CHECK_OK(tc_nvrtc_cache_reset(dir));
-        int64_t n = 1000 + ptx_only; /* a kernel not loaded yet (its sizes are in its text) */
+        int64_t n = 1000 + m; /* a kernel not loaded yet (its sizes are in its text) */
         tc_graph *g = ewchain_graph(n);
         tc_tensor *x = ramp(TC_F32, 1, &n, 1, 1.1);
         CHECK(g && gpu_matches_eager(g, &x, 1e-5));
         tc_tensor_release(x);
         tc_graph_free(g);
         DIR *d = opendir(dir);
-        int c = 0, p = 0;
-        for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
-            c += strstr(e->d_name, "-sm_") && strstr(e->d_name, ".cubin"), p += strstr(e->d_name, ".ptx") != NULL;
+        int found = 0, images = 0;
+        for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+            bool image = strstr(e->d_name, ".cubin") || strstr(e->d_name, ".ptx");
+            images += image, found += image && strstr(e->d_name, modes[m].file) != NULL;
+        }
         if (d) closedir(d);
-        CHECK(c == cubins + !ptx_only && p == ptxs + ptx_only); /* one new image each time, the kind expected */
-        cubins = c, ptxs = p;
+        CHECK(found == 1 && images == m + 1); /* one new image each time, the kind expected */
+        if (found != 1 || images != m + 1) printf("    mode %d: %d image(s), %d named *%s\n", m, images, found, modes[m].file);
+        unsetenv("TOCHA_CUDA_EMU_NVRTC_NEWEST");
     }
     unsetenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY");
     CHECK_OK(tc_nvrtc_cache_reset(""));

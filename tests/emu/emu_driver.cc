@@ -32,6 +32,9 @@
  * $TOCHA_CUDA_EMU_CXX; under the sanitizers the modules are built with them too.
  * TOCHA_CUDA_EMU_NVRTC_PTX_ONLY=1 makes a compile for sm_XY fail (an NVRTC that cannot make
  * machine code for the GPU), so tests reach cuda_launch.c's PTX fallback.
+ * nvrtcGetSupportedArchs lists NVRTC 13.0's architectures; TOCHA_CUDA_EMU_NVRTC_NEWEST=NN
+ * drops those above NN from the list and refuses them in a compile, as NVRTC does ("invalid
+ * value for --gpu-architecture"): an NVRTC older than the GPU.
  */
 #include "emu.h"
 #include "emu_internal.h"
@@ -53,6 +56,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 extern char **environ;
@@ -306,6 +310,30 @@ EXPORT nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog)
     *prog = nullptr;
     return NVRTC_SUCCESS;
 }
+/* NVRTC 13.0's architectures, ascending; those above TOCHA_CUDA_EMU_NVRTC_NEWEST left out. */
+static std::vector<int> known_archs()
+{
+    static const int all[] = {75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121};
+    const char *env = getenv("TOCHA_CUDA_EMU_NVRTC_NEWEST");
+    int newest = env && *env ? atoi(env) : 1000;
+    std::vector<int> out;
+    for (int a : all)
+        if (a <= newest) out.push_back(a);
+    return out;
+}
+EXPORT nvrtcResult nvrtcGetNumSupportedArchs(int *n)
+{
+    if (!n) return NVRTC_ERROR_INVALID_INPUT;
+    *n = (int)known_archs().size();
+    return NVRTC_SUCCESS;
+}
+EXPORT nvrtcResult nvrtcGetSupportedArchs(int *list)
+{
+    if (!list) return NVRTC_ERROR_INVALID_INPUT;
+    std::vector<int> a = known_archs();
+    std::copy(a.begin(), a.end(), list);
+    return NVRTC_SUCCESS;
+}
 EXPORT nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int nopts, const char *const *opts)
 {
     if (!live(p)) return NVRTC_ERROR_INVALID_PROGRAM;
@@ -323,6 +351,12 @@ EXPORT nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int nopts, const char *co
             return NVRTC_ERROR_INVALID_OPTION;
         }
         if (strstr(opts[i], "arch") && strstr(opts[i], "sm_")) real_arch = true;
+        const char *num = strstr(opts[i], "arch") ? strpbrk(opts[i], "0123456789") : nullptr;
+        std::vector<int> archs = known_archs();
+        if (num && std::find(archs.begin(), archs.end(), atoi(num)) == archs.end()) {
+            p->log = "nvrtc: error: invalid value for --gpu-architecture (-arch)\n";
+            return NVRTC_ERROR_INVALID_OPTION;
+        }
     }
     const char *ptx_only = getenv("TOCHA_CUDA_EMU_NVRTC_PTX_ONLY"); /* tests: an NVRTC without cubins */
     if (real_arch && ptx_only && strcmp(ptx_only, "1") == 0) {
