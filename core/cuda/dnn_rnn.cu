@@ -569,7 +569,8 @@ tc_status cu_op_rnn(int dev, const tc_cuda_call *c)
              cu_dtype_name(dt));
     if (g.T == 0 || g.N == 0) /* nothing to run: cuDNN refuses empty sequences; the host has it */
         return cu_fail(TC_ERR_UNSUPPORTED, "%s: empty sequence or batch", x.what);
-    if (g.T * g.N > INT_MAX || g.GH > INT_MAX || g.I > INT_MAX)
+    /* every count cuDNN takes as an int: T*N rows, the gates, the hidden state's stride */
+    if (g.T * g.N > INT_MAX || g.GH > INT_MAX || g.I > INT_MAX || g.N * g.H > INT_MAX)
         return cu_fail(TC_ERR_UNSUPPORTED, "%s: sizes beyond cuDNN's int", x.what);
     if (is_half(dt)) return with_f32(dev, c);
     return c->op == TC_OP_RNN ? forward(dev, c, g, &x) : backward(dev, c, g, &x);

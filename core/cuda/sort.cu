@@ -18,19 +18,32 @@
  * copied into scratch (floats canonicalised: every NaN to one +NaN, -0.0 to +0.0, so the
  * radix order equals the CPU's; negated or complemented for a descending order),
  * cub's stable pair sort (equal keys keep position order; sort_pairs.h: one row over the
- * whole GPU, several rows by cub's segmented sort), then the picks.
+ * whole GPU, several rows by cub's segmented sort), then the picks. The scratch takes about
+ * 36 bytes per element with cub's, so many long rows go in chunks of LONG_CHUNK elements
+ * (whole rows): topk over GPT-2's logits at batch 16 x 1024 would otherwise want 30 GB.
  * f16/bf16 sort as float (exact). An input sharing memory with an output (an in-place
  * sort) is sorted from a private copy in scratch.
  */
 #include "kern.h"
 #include "sort_pairs.h"
 #include "strided.h"
+#include <stdlib.h>
 
 using namespace tck;
 
 namespace {
 
 enum { MAXP = 2048 };
+/* Elements per pass of the long-row sort (whole rows, at least one): 64M, about 2.3 GB of
+ * scratch with cub's, and enough to fill the GPU. TOCHA_CUDA_SORT_CHUNK (elements) lowers it
+ * for tests, whose devices are small. */
+constexpr int64_t LONG_CHUNK = (int64_t)1 << 26;
+int64_t long_chunk()
+{
+    const char *e = getenv("TOCHA_CUDA_SORT_CHUNK");
+    long long v = e && *e ? atoll(e) : 0;
+    return v > 0 ? (int64_t)v : LONG_CHUNK;
+}
 
 /* a (value va at position ia) ranks before b: the CPU's asc_/desc_ comparators. */
 template <class C> __host__ __device__ inline bool rank_before(C va, int64_t ia, C vb, int64_t ib, bool desc)
@@ -171,14 +184,16 @@ template <class C> __host__ __device__ inline C flip(C v)
     else return (C)~v;
 }
 
+/* The long-row kernels work on a.rows rows from row0 on (one chunk): their scratch holds
+ * those rows only. */
 template <int DT>
-__global__ void load_keys(const typename dt<DT>::S *x, geo<3> rg, sortargs a, bool desc, typename dt<DT>::C *keys,
-                          int64_t *ix)
+__global__ void load_keys(const typename dt<DT>::S *x, geo<3> rg, sortargs a, int64_t row0, bool desc,
+                          typename dt<DT>::C *keys, int64_t *ix)
 {
     const int64_t total = a.rows * a.n, step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
         int64_t row = e / a.n, i = e % a.n, off[3];
-        geo_offsets(rg, row, off);
+        geo_offsets(rg, row0 + row, off);
         typename dt<DT>::C k = canon((typename dt<DT>::C)ld(x + off[0] + i * a.xs));
         keys[e] = desc ? flip(k) : k;
         ix[e] = i;
@@ -193,13 +208,13 @@ __global__ void seg_offsets(int64_t *offs, int64_t rows, int64_t n)
 
 /* sort / topk / kthvalue: pair first + q of each sorted row, q < count. */
 template <class S>
-__global__ void write_many(const S *x, S *vals, int64_t *idx, geo<3> rg, sortargs a, const int64_t *six, int64_t first,
-                           int64_t count)
+__global__ void write_many(const S *x, S *vals, int64_t *idx, geo<3> rg, sortargs a, int64_t row0, const int64_t *six,
+                           int64_t first, int64_t count)
 {
     const int64_t total = a.rows * count, step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
         int64_t row = e / count, q = e % count, off[3];
-        geo_offsets(rg, row, off);
+        geo_offsets(rg, row0 + row, off);
         int64_t p = six[row * a.n + first + q];
         vals[off[1] + q * a.vs] = x[off[0] + p * a.xs];
         idx[off[2] + q * a.is] = p;
@@ -208,13 +223,14 @@ __global__ void write_many(const S *x, S *vals, int64_t *idx, geo<3> rg, sortarg
 
 /* median / mode: one thread per row finds its pair in the sorted keys. */
 template <class S, class C>
-__global__ void write_one(const S *x, S *vals, int64_t *idx, geo<3> rg, sortargs a, const C *keys, const int64_t *six)
+__global__ void write_one(const S *x, S *vals, int64_t *idx, geo<3> rg, sortargs a, int64_t row0, const C *keys,
+                          const int64_t *six)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < a.rows; row += step) {
         const C *kr = keys + row * a.n;
         int64_t q = pick_one<C>(a, [&](int64_t i) { return kr[i]; }), off[3];
-        geo_offsets(rg, row, off);
+        geo_offsets(rg, row0 + row, off);
         int64_t p = six[row * a.n + q];
         vals[off[1]] = x[off[0] + p * a.xs];
         idx[off[2]] = p;
@@ -229,7 +245,6 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
     const S *x = (const S *)c->in[0].data;
     S *vals = (S *)c->out[0].data;
     int64_t *idx = (int64_t *)c->out[1].data;
-    const int64_t total = a.rows * a.n;
     /* cub's segmented sort copies group sizes to the host and waits when it has many
      * segments (more than 500 in CCCL 3: cccl issue 5661), which a capture cannot record */
     if (a.rows > 1 && cu_capturing(dev))
@@ -238,30 +253,40 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
                        "(cub's segmented sort may wait on the host); sort rows of at most %d, one row, or outside the "
                        "capture",
                        name, (long long)a.rows, (long long)a.n, dev, (int)MAXP);
-    scratch kin(dev), kout(dev), iin(dev), iout(dev), offs(dev), tmp(dev);
+    const int64_t chunk = long_chunk(), per = a.n < chunk ? chunk / a.n : 1; /* rows per chunk */
+    sortargs ch = a;
+    ch.rows = a.rows < per ? a.rows : per;
+    const int64_t total = ch.rows * a.n; /* a chunk's elements; later chunks are no larger */
+    scratch kin(dev), kout(dev), iin(dev), iout(dev), offs(dev);
     tc_status s;
     if ((s = kin.get(sizeof(C) * (size_t)total, name)) || (s = kout.get(sizeof(C) * (size_t)total, name)) ||
         (s = iin.get(sizeof(int64_t) * (size_t)total, name)) || (s = iout.get(sizeof(int64_t) * (size_t)total, name)))
         return s;
-    const bool desc = (c->op == TC_OP_SORT || c->op == TC_OP_TOPK) && a.desc;
-    load_keys<DT><<<grid_for(dev, total), BLOCK, 0, cu_stream()>>>(x, rg, a, desc, kin.as<C>(), iin.as<int64_t>());
-    if ((s = launched(c))) return s;
-    if (a.rows > 1) { /* the segment starts (one row needs none: sort_pairs.h) */
-        if ((s = offs.get(sizeof(int64_t) * (size_t)(a.rows + 1), name))) return s;
-        seg_offsets<<<grid_for(dev, a.rows + 1), BLOCK, 0, cu_stream()>>>(offs.as<int64_t>(), a.rows, a.n);
+    if (ch.rows > 1) { /* the segment starts, the same for every chunk (one row needs none) */
+        if ((s = offs.get(sizeof(int64_t) * (size_t)(ch.rows + 1), name))) return s;
+        seg_offsets<<<grid_for(dev, ch.rows + 1), BLOCK, 0, cu_stream()>>>(offs.as<int64_t>(), ch.rows, a.n);
         if ((s = launched(c))) return s;
     }
-    if ((s = sort_pairs<C>(tmp, kin.as<C>(), kout.as<C>(), iin.as<int64_t>(), iout.as<int64_t>(), a.rows, a.n,
-                           offs.as<int64_t>(), name)))
-        return s;
-    if (c->op == TC_OP_MEDIAN || c->op == TC_OP_MODE) {
-        write_one<S, C><<<grid_for(dev, a.rows), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, a, kout.as<C>(), iout.as<int64_t>());
-    } else {
-        int64_t count = out_count(a), first = c->op == TC_OP_KTHVALUE ? a.k - 1 : 0;
-        if (count == 0) return TC_OK;
-        write_many<S><<<grid_for(dev, a.rows * count), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, a, iout.as<int64_t>(), first, count);
+    const bool desc = (c->op == TC_OP_SORT || c->op == TC_OP_TOPK) && a.desc;
+    const int64_t count = out_count(a), first = c->op == TC_OP_KTHVALUE ? a.k - 1 : 0;
+    for (int64_t row0 = 0; row0 < a.rows; row0 += ch.rows) {
+        ch.rows = a.rows - row0 < per ? a.rows - row0 : per;
+        load_keys<DT><<<grid_for(dev, ch.rows * a.n), BLOCK, 0, cu_stream()>>>(x, rg, ch, row0, desc, kin.as<C>(),
+                                                                                 iin.as<int64_t>());
+        if ((s = launched(c))) return s;
+        scratch tmp(dev); /* cub's own; freed stream-ordered after each chunk */
+        if ((s = sort_pairs<C>(tmp, kin.as<C>(), kout.as<C>(), iin.as<int64_t>(), iout.as<int64_t>(), ch.rows, a.n,
+                               offs.as<int64_t>(), name)))
+            return s;
+        if (c->op == TC_OP_MEDIAN || c->op == TC_OP_MODE)
+            write_one<S, C><<<grid_for(dev, ch.rows), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, ch, row0, kout.as<C>(),
+                                                                               iout.as<int64_t>());
+        else if (count > 0)
+            write_many<S><<<grid_for(dev, ch.rows * count), BLOCK, 0, cu_stream()>>>(x, vals, idx, rg, ch, row0,
+                                                                                   iout.as<int64_t>(), first, count);
+        if ((s = launched(c))) return s;
     }
-    return launched(c);
+    return TC_OK;
 }
 
 /* Strides of an output over x's nd dims: its own, or 0 at dim where dim was dropped. */

@@ -91,6 +91,9 @@ check(torch.mm(a, b):float()[1][1] == 1, 'tf32 rounds the inputs')
 torch.backends.cuda.matmul.allow_tf32 = false
 -- sort on long rows (cub's segmented sort; one row: its radix sort) with NaN, -0, ties; every op
 -- of the family, on x along dim against the same on the device copy gx
+local ffi = require 'ffi'
+pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
+local function setenv(name, value) ffi.C.setenv(name, value, 1) end
 local function sort_family(x, gx, dim, tname, what)
   local function same(v, gv, i, gi, name)
     check(maxdiff(v, gv:type(tname)) == 0 and i:eq(gi:long()):all(), what .. name)
@@ -125,6 +128,14 @@ for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTe
   -- one long row (cub's device-wide radix sort, sort_pairs.h): a vector, and a strided one
   sort_family(x[3], gx[3], 1, tname, tname .. ' one vector row')
   sort_family(x:t():contiguous():select(2, 3), gx:t():contiguous():select(2, 3), 1, tname, tname .. ' one strided row')
+  if tname == 'torch.FloatTensor' or tname == 'torch.ShortTensor' then
+    -- many long rows go in chunks of whole rows (sort.cu's LONG_CHUNK, lowered to 2 rows of
+    -- 3000 here): a chunk of 2 rows, then one of a single row; contiguous and strided rows
+    setenv('TOCHA_CUDA_SORT_CHUNK', '7000')
+    sort_family(x, gx, 2, tname, tname .. ' rows in chunks')
+    sort_family(x, gx:t():contiguous():t(), 2, tname, tname .. ' strided rows in chunks')
+    setenv('TOCHA_CUDA_SORT_CHUNK', '')
+  end
 end
 -- prefix sums (cub scan): masked_select and nonzero
 local x = torch.randn(50, 101):float()
