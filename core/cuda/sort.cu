@@ -245,15 +245,16 @@ template <int DT> tc_status sort_long(int dev, const tc_cuda_call *c, const geo<
     const S *x = (const S *)c->in[0].data;
     S *vals = (S *)c->out[0].data;
     int64_t *idx = (int64_t *)c->out[1].data;
+    const int64_t chunk = long_chunk(), per = a.n < chunk ? chunk / a.n : 1; /* rows per chunk */
     /* cub's segmented sort copies group sizes to the host and waits when it has many
-     * segments (more than 500 in CCCL 3: cccl issue 5661), which a capture cannot record */
-    if (a.rows > 1 && cu_capturing(dev))
+     * segments (more than 500 in CCCL 3: cccl issue 5661), which a capture cannot record;
+     * chunks of one row each take the radix sort, which does not */
+    if (a.rows > 1 && per > 1 && cu_capturing(dev))
         return cu_fail(TC_ERR_UNSUPPORTED,
                        "%s: cannot sort %lld rows of %lld elements while a CUDA graph is being captured on cuda:%d "
                        "(cub's segmented sort may wait on the host); sort rows of at most %d, one row, or outside the "
                        "capture",
                        name, (long long)a.rows, (long long)a.n, dev, (int)MAXP);
-    const int64_t chunk = long_chunk(), per = a.n < chunk ? chunk / a.n : 1; /* rows per chunk */
     sortargs ch = a;
     ch.rows = a.rows < per ? a.rows : per;
     const int64_t total = ch.rows * a.n; /* a chunk's elements; later chunks are no larger */

@@ -468,13 +468,17 @@ TEST(cuda_codegen_nvrtc_cubin)
     tc_graph_free(g);
 }
 
-/* tc_nvrtc_arch_for with the NVRTC found (the real one, or the emulator's list under the
- * emulator pass): a GPU it knows compiles for itself, one newer than it for the newest
- * architecture it knows below, one older than all it knows for none. sm_90 is known to
- * every NVRTC from 11.8 on; 91 and 1000 to none. */
+/* tc_nvrtc_arch_for with the NVRTC found (the real one here; the emulator's list is
+ * checked by cuda_codegen_gpu_ptx_fallback): a GPU it knows compiles for itself, one newer
+ * than it for the newest architecture it knows below, one older than all it knows for none.
+ * sm_90 is known to every NVRTC from 11.8 on; 91 and 1000 to none. */
 TEST(cuda_codegen_nvrtc_arch_for)
 {
     if (!have_nvrtc()) return;
+    if (tc_nvrtc_arch_for(91) == 91) {
+        printf("  SKIP: this NVRTC cannot list its architectures (nvrtcGetSupportedArchs is 11.2 on)\n");
+        return;
+    }
     CHECK(tc_nvrtc_arch_for(90) == 90);
     CHECK(tc_nvrtc_arch_for(91) == 90);
     int newest = tc_nvrtc_arch_for(1000);

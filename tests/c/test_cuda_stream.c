@@ -524,8 +524,10 @@ TEST(cuda_dev_stream_capture_cuda_rules)
 
 /* A long row sorted inside a capture (sort.cu's rows past the in-block sort): one row goes
  * to cub's device-wide radix sort, which a graph records and replays on new values; several
- * rows go to cub's segmented sort, which may wait on the host, so the capture refuses them.
- * The CUDA backend's kernels (the mock has no sort kernel: it skips). */
+ * rows go to cub's segmented sort, which may wait on the host, so the capture refuses them,
+ * unless they go one row per chunk (TOCHA_CUDA_SORT_CHUNK = one row: sort.cu's rows longer
+ * than a chunk), each a radix sort. The CUDA backend's kernels (the mock has no sort kernel:
+ * it skips). */
 TEST(cuda_dev_stream_capture_long_sorts)
 {
     if (!have_device(ctest_failed)) return;
@@ -575,6 +577,21 @@ TEST(cuda_dev_stream_capture_long_sorts)
     ct_keep(r2[0]), ct_keep(r2[1]);
     tc_tensor *v2 = host(r2[0]);
     CHECK(v2 && ct_at(v2, 0) == 0 && ct_at(v2, N - 1) == N - 1 && ct_at(v2, N) == 0 && ct_at(v2, 2 * N - 1) == N - 1);
+    /* the same two rows, one per chunk: captured, and the replay sorts them again */
+    setenv("TOCHA_CUDA_SORT_CHUNK", "3000", 1);
+    tc_tensor *r3[2] = {NULL, NULL};
+    g = NULL;
+    CHECK_OK(tc_cuda_graph_begin(0, NULL));
+    CHECK_OK(tc_op_run(TC_OP_SORT, (const tc_tensor *const[]){x2}, 1, P(.i = {1, 0}), r3, 2));
+    ct_keep(r3[0]), ct_keep(r3[1]);
+    CHECK_OK(tc_cuda_graph_end(0, &g));
+    unsetenv("TOCHA_CUDA_SORT_CHUNK");
+    CHECK_OK(tc_op_run(TC_OP_FILL, NULL, 0, P(.s = {0}), (tc_tensor *[]){r3[0]}, 1)); /* the replay rewrites it */
+    CHECK_OK(tc_cuda_graph_replay(g));
+    tc_tensor *v3 = host(r3[0]), *i3 = host(r3[1]);
+    CHECK(v3 && i3 && ct_at(v3, 0) == 0 && ct_at(v3, N - 1) == N - 1 && ct_at(v3, N) == 0 &&
+          ct_at(v3, 2 * N - 1) == N - 1 && ct_at(i3, 0) == at_min && ct_at(i3, N + N - 1) == at_max);
+    tc_cuda_graph_free(g);
     CHECK_OK(tc_cuda_synchronize(0));
     ct_drop();
 }

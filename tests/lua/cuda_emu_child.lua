@@ -94,6 +94,8 @@ torch.backends.cuda.matmul.allow_tf32 = false
 local ffi = require 'ffi'
 pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
 local function setenv(name, value) ffi.C.setenv(name, value, 1) end
+pcall(ffi.cdef, 'long long tc_cuda_emu_launches(const char *part);')
+local emu = ffi.load(os.getenv('TOCHA_CUDA_LIB')) -- the emulator, already loaded: its launch counts
 local function sort_family(x, gx, dim, tname, what)
   local function same(v, gv, i, gi, name)
     check(maxdiff(v, gv:type(tname)) == 0 and i:eq(gi:long()):all(), what .. name)
@@ -132,7 +134,10 @@ for _, tname in ipairs({'torch.FloatTensor', 'torch.DoubleTensor', 'torch.HalfTe
     -- many long rows go in chunks of whole rows (sort.cu's LONG_CHUNK, lowered to 2 rows of
     -- 3000 here): a chunk of 2 rows, then one of a single row; contiguous and strided rows
     setenv('TOCHA_CUDA_SORT_CHUNK', '7000')
+    local loads = tonumber(emu.tc_cuda_emu_launches('load_keys'))
     sort_family(x, gx, 2, tname, tname .. ' rows in chunks')
+    -- two chunks per call: 2 sorts, 2 topk, kthvalue, median, mode
+    check(tonumber(emu.tc_cuda_emu_launches('load_keys')) - loads == 14, tname .. ' two chunks per long sort')
     sort_family(x, gx:t():contiguous():t(), 2, tname, tname .. ' strided rows in chunks')
     setenv('TOCHA_CUDA_SORT_CHUNK', '')
   end
