@@ -18,9 +18,15 @@
  * which round after each add where the CPU rounds once through float32; integers wrap and
  * are exact, int8/uint8/int16 through a compare-and-swap on the enclosing 32-bit word).
  * index_copy and scatter write, on the CPU, in L's row-major order, so the LAST writer of
- * an element wins. Here the same: a first pass takes, per destination element, the
- * largest L position aiming at it (atomicMax into scratch), the second pass lets only
- * that writer store. Results equal the CPU's exactly, duplicates or not.
+ * an element wins. Here the same: a first pass takes the largest position aiming at each
+ * destination (atomicMax into a table in scratch), the second lets only that writer store.
+ * index_copy writes whole slices, and the last writer of slice v is the last index entry
+ * equal to v: the table has one entry per slice (the dst's size along dim), filled by a
+ * pass over the index alone. scatter's writers are elements: the table has one entry per
+ * (idx position outside dim, value along dim), never more than dst's elements. With no
+ * possible duplicate (index_copy of at most one index, scatter with idx one long along
+ * dim: a max/min-over-dim backward, a one-hot) there is no table and one pass.
+ * Results equal the CPU's exactly, duplicates or not.
  *
  * Masked ops: masked_fill is one pass. masked_copy, masked_select and nonzero place the
  * k-th selected element at k: a flag per element of L, an exclusive prefix sum over them
@@ -55,7 +61,8 @@ struct ixargs {
     bool w_ind, r_ind;
     int64_t vmax;   /* size of the indexed dim: a value outside [0, vmax) is skipped */
     uint64_t fill;  /* K_FILL: the value's bytes */
-    long long *win; /* last-writer pass: the winning L position per dst element, or NULL */
+    long long *win; /* last-writer rule: the winners' table, or NULL */
+    bool win_slice; /* index_copy: win[v] is the last index position equal to v (off[OL]) */
     tc_cuda_devcheck *err; /* the device's error word (NULL before its first capture) */
     int32_t op, dim;       /* what a bad index records there */
 };
@@ -117,12 +124,13 @@ __global__ void ix_kernel(T *w, const T *r, const int64_t *idx, geo<4> L, ixargs
             continue;
         }
         if (a.win) {
-            long long *slot = a.win + off[OL] + v * a.ldim;
+            long long *slot = a.win + (a.win_slice ? v : off[OL] + v * a.ldim);
+            long long mine = a.win_slice ? (long long)off[OL] : (long long)lin;
             if (pass == 0) {
-                atomicMax(slot, (long long)lin);
+                atomicMax(slot, mine);
                 continue;
             }
-            if (*slot != (long long)lin) continue; /* a later position writes this element */
+            if (*slot != mine) continue; /* a later position writes this element */
         }
         T *wp = w + off[OW] + (a.w_ind ? v * a.wdim : 0);
         if constexpr (KIND == K_FILL) {
@@ -134,6 +142,16 @@ __global__ void ix_kernel(T *w, const T *r, const int64_t *idx, geo<4> L, ixargs
             if constexpr (KIND == K_COPY) *wp = *rp;
             else atomic_add(wp, *rp);
         }
+    }
+}
+
+/* index_copy's first pass: win[v] = the last position of the n-entry index holding v. */
+__global__ void last_index_kernel(const int64_t *idx, int64_t n, int64_t ist, int64_t vmax, long long *win)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        int64_t v = idx[i * ist];
+        if ((uint64_t)v < (uint64_t)vmax) atomicMax(win + v, (long long)i);
     }
 }
 
@@ -310,24 +328,54 @@ struct ixcall {
     int elem_dt;
 };
 
-/* Runs the ix kernel family over L (not yet coalesced): one pass, or the two of the
- * last-writer rule when `last` is set (W's element numbers are in st[OL]). */
-tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_t *idx, geo<4> L, ixargs a, bool last,
-                 int64_t dst_numel)
+/* Row-major element strides of a shape (the last-writer table's). */
+void contig_strides(int nd, const int64_t *sz, int64_t *st)
 {
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) st[d] = s, s *= sz[d];
+}
+
+/* What the ix kernels run for one index_* / gather / scatter call (host-testable). */
+struct ixplan {
+    geo<4> L;
+    ixargs a;
+    int kind;
+    bool last;         /* the last-writer rule (index_copy, scatter with possible duplicates) */
+    int64_t win_numel; /* its table's entries */
+    const void *r;
+    const int64_t *idx;
+    int64_t idx_n, idx_st; /* index_copy: the index's entries and stride (the table's pass) */
+};
+
+/* Runs the ix kernel family over P.L (not yet coalesced): one pass, or the two of the
+ * last-writer rule when P.last is set. */
+tc_status run_ix(const ixcall &x, void *w, const ixplan &P)
+{
+    geo<4> L = P.L;
+    ixargs a = P.a;
     a.n = numel_of(L.nd, L.size);
     if (a.n == 0) return TC_OK;
     geo_coalesce(L);
     scratch win(x.dev);
-    if (last) {
-        tc_status s = win.get(sizeof(long long) * (size_t)dst_numel, cu_op_name(x.c->op));
+    int first = 1; /* the first ix_kernel pass: 0 fills the table, 1 writes */
+    if (P.last) {
+        size_t bytes = sizeof(long long) * (size_t)P.win_numel;
+        tc_status s = win.get(bytes, cu_op_name(x.c->op));
         if (s) return s;
-        if ((s = cu_check(cudaMemsetAsync(win.p, 0xff, sizeof(long long) * (size_t)dst_numel, cu_stream()), "index: memset")))
-            return s;
+        if ((s = cu_check(cudaMemsetAsync(win.p, 0xff, bytes, cu_stream()), "index: memset"))) return s;
         a.win = win.as<long long>();
+        if (a.win_slice) {
+            last_index_kernel<<<grid_for(x.dev, P.idx_n), BLOCK, 0, cu_stream()>>>(P.idx, P.idx_n, P.idx_st, a.vmax,
+                                                                                  a.win);
+            if ((s = launched(x.c))) return s;
+        } else {
+            first = 0;
+        }
     }
     unsigned grid = grid_for(x.dev, a.n);
-    if (kind == K_ADD) {
+    const void *r = P.r;
+    const int64_t *idx = P.idx;
+    if (P.kind == K_ADD) {
         return with_dtype(x.elem_dt, [&](auto tag) -> tc_status {
             constexpr int DT = decltype(tag)::value;
             if constexpr (DT == TC_BOOL) {
@@ -341,8 +389,8 @@ tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_
     }
     return with_size(elsize(x.elem_dt), [&](auto tp) -> tc_status {
         using T = std::remove_pointer_t<decltype(tp)>;
-        for (int pass = last ? 0 : 1; pass < 2; pass++) {
-            if (kind == K_FILL) ix_kernel<T, K_FILL><<<grid, BLOCK, 0, cu_stream()>>>((T *)w, (const T *)r, idx, L, a, pass);
+        for (int pass = first; pass < 2; pass++) {
+            if (P.kind == K_FILL) ix_kernel<T, K_FILL><<<grid, BLOCK, 0, cu_stream()>>>((T *)w, (const T *)r, idx, L, a, pass);
             else ix_kernel<T, K_COPY><<<grid, BLOCK, 0, cu_stream()>>>((T *)w, (const T *)r, idx, L, a, pass);
             tc_status s = launched(x.c);
             if (s) return s;
@@ -350,23 +398,6 @@ tc_status run_ix(const ixcall &x, int kind, void *w, const void *r, const int64_
         return TC_OK;
     });
 }
-
-/* Row-major element strides of a shape (W's element numbers for the last-writer rule). */
-void contig_strides(int nd, const int64_t *sz, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = nd - 1; d >= 0; d--) st[d] = s, s *= sz[d];
-}
-
-/* What the ix kernels run for one index_* / gather / scatter call (host-testable). */
-struct ixplan {
-    geo<4> L;
-    ixargs a;
-    int kind;
-    bool last; /* the last-writer rule (index_copy, scatter) */
-    const void *r;
-    const int64_t *idx;
-};
 
 ixplan plan_ix(int op, int d, const tc_cuda_view &out, const tc_cuda_view *in, double value)
 {
@@ -397,19 +428,18 @@ ixplan plan_ix(int op, int d, const tc_cuda_view &out, const tc_cuda_view *in, d
     case TC_OP_INDEX_ADD:
     case TC_OP_INDEX_FILL: { /* L = src (fill: dst with idx's length); W = dst indirect */
         const tc_cuda_view *src = op == TC_OP_INDEX_FILL ? nullptr : &in[2];
-        int64_t cst[MAXD];
-        contig_strides(out.ndim, out.size, cst);
         L.nd = out.ndim;
         for (int i = 0; i < L.nd; i++) {
             L.size[i] = src ? src->size[i] : (i == d ? ix.numel : out.size[i]);
             L.st[OW][i] = i == d ? 0 : out.stride[i];
             L.st[OR][i] = src ? src->stride[i] : 0;
             L.st[OI][i] = i == d ? ist : 0;
-            L.st[OL][i] = i == d ? 0 : cst[i];
+            L.st[OL][i] = i == d ? 1 : 0; /* the index position: the table's value */
         }
-        a.w_ind = true, a.wdim = out.stride[d], a.ldim = cst[d], a.vmax = out.size[d];
+        a.w_ind = true, a.wdim = out.stride[d], a.vmax = out.size[d];
         kind = op == TC_OP_INDEX_ADD ? K_ADD : op == TC_OP_INDEX_FILL ? K_FILL : K_COPY;
-        last = op == TC_OP_INDEX_COPY;
+        last = op == TC_OP_INDEX_COPY && ix.numel > 1;
+        a.win_slice = true, P.win_numel = out.size[d], P.idx_n = ix.numel, P.idx_st = ist;
         r = src ? src->data : nullptr;
         break;
     }
@@ -426,19 +456,21 @@ ixplan plan_ix(int op, int d, const tc_cuda_view &out, const tc_cuda_view *in, d
         break;
     default: { /* scatter, scatter_add, scatter_fill: L = idx; W = dst indirect */
         const tc_cuda_view *src = op == TC_OP_SCATTER_FILL ? nullptr : &in[2];
-        int64_t cst[MAXD];
-        contig_strides(out.ndim, out.size, cst);
+        int64_t tsz[MAXD], tst[MAXD]; /* the table: idx's shape, dst's size along dim */
         L.nd = ix.ndim;
+        for (int i = 0; i < L.nd; i++) tsz[i] = i == d ? out.size[d] : ix.size[i];
+        contig_strides(L.nd, tsz, tst);
         for (int i = 0; i < L.nd; i++) {
             L.size[i] = ix.size[i];
             L.st[OW][i] = i == d ? 0 : out.stride[i];
             L.st[OR][i] = src ? src->stride[i] : 0;
             L.st[OI][i] = ix.stride[i];
-            L.st[OL][i] = i == d ? 0 : cst[i];
+            L.st[OL][i] = i == d ? 0 : tst[i];
         }
-        a.w_ind = true, a.wdim = out.stride[d], a.ldim = cst[d], a.vmax = out.size[d];
+        a.w_ind = true, a.wdim = out.stride[d], a.ldim = L.nd ? tst[d] : 0, a.vmax = out.size[d];
         kind = op == TC_OP_SCATTER_ADD ? K_ADD : op == TC_OP_SCATTER_FILL ? K_FILL : K_COPY;
-        last = op == TC_OP_SCATTER;
+        last = op == TC_OP_SCATTER && L.nd > 0 && ix.size[d] > 1;
+        P.win_numel = numel_of(L.nd, tsz);
         r = src ? src->data : nullptr;
         break;
     }
@@ -453,7 +485,7 @@ tc_status index_family(const ixcall &x, int op, int d, const tc_cuda_view &out, 
     P.a.err = cu_devcheck_word(x.dev), P.a.op = op, P.a.dim = d;
     if (numel_of(P.L.nd, P.L.size) > 0 && (!P.idx || (P.kind != K_FILL && !P.r)))
         return cu_fail(TC_ERR_ARG, "%s: missing device data", cu_op_name(op));
-    return run_ix(x, P.kind, out.data, P.r, P.idx, P.L, P.a, P.last, out.numel);
+    return run_ix(x, out.data, P);
 }
 
 /* Exclusive prefix sum of n int64 flags, in place. */

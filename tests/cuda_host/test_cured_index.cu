@@ -25,27 +25,39 @@ template <class T> static void hadd(T *w, T v)
     else *w = (T)((uint64_t)(int64_t)*w + (uint64_t)(int64_t)v);
 }
 
-template <class T, int KIND> static void emu_ix(T *w, const T *r, const ixplan &P, int64_t dst_numel)
+template <class T, int KIND> static void emu_ix(T *w, const T *r, const ixplan &P)
 {
     geo<4> L = P.L;
     ixargs a = P.a;
     a.n = numel_of(L.nd, L.size);
     if (a.n == 0) return;
     geo_coalesce(L);
-    std::vector<long long> win(P.last ? (size_t)dst_numel : 0, -1);
-    for (int pass = P.last ? 0 : 1; pass < 2; pass++)
+    std::vector<long long> win(P.last ? (size_t)P.win_numel : 0, -1);
+    int first = P.last && !a.win_slice ? 0 : 1;
+    if (P.last && a.win_slice) /* last_index_kernel */
+        for (int64_t i = 0; i < P.idx_n; i++) {
+            int64_t v = P.idx[i * P.idx_st];
+            if ((uint64_t)v < (uint64_t)a.vmax) win[(size_t)v] = win[(size_t)v] > i ? win[(size_t)v] : i;
+        }
+    for (int pass = first; pass < 2; pass++)
         for (int64_t lin = 0; lin < a.n; lin++) {
             int64_t off[4];
             geo_offsets(L, lin, off);
             int64_t v = P.idx[off[OI]];
             if ((uint64_t)v >= (uint64_t)a.vmax) continue;
             if (P.last) {
-                long long &slot = win[off[OL] + v * a.ldim];
+                int64_t at = a.win_slice ? v : off[OL] + v * a.ldim;
+                long long mine = a.win_slice ? off[OL] : lin;
+                if (at < 0 || at >= P.win_numel) {
+                    EXPECT(false, "last-writer table entry %lld of %lld", (long long)at, (long long)P.win_numel);
+                    return;
+                }
+                long long &slot = win[(size_t)at];
                 if (pass == 0) {
-                    slot = slot > lin ? slot : lin;
+                    slot = slot > mine ? slot : mine;
                     continue;
                 }
-                if (slot != lin) continue;
+                if (slot != mine) continue;
             }
             T *wp = w + off[OW] + (a.w_ind ? v * a.wdim : 0);
             if (KIND == K_FILL) {
@@ -186,10 +198,20 @@ static void index_case(int op, int dtype)
         for (int i = 0; i < nin; i++) vin[i] = norm(view_of(in[i]));
         int dd = (int)(pdim < 0 ? pdim + vin[0].ndim : pdim);
         ixplan P = plan_ix(op, dd, vout, vin, p.s[0]);
+        /* the last-writer table: one entry a slice (index_copy), at most dst's elements
+         * (scatter); none where no two writers can meet */
+        bool dups = op == TC_OP_INDEX_COPY ? vin[1].numel > 1 : op == TC_OP_SCATTER && vin[1].ndim && vin[1].size[dd] > 1;
+        EXPECT(P.last == dups, "%s: last-writer rule %d, possible duplicates %d", cu_op_name(op), P.last, dups);
+        if (P.last && op == TC_OP_INDEX_COPY)
+            EXPECT(P.win_numel == vout.size[dd], "index_copy: table of %lld for %lld slices", (long long)P.win_numel,
+                   (long long)vout.size[dd]);
+        if (P.last && op == TC_OP_SCATTER)
+            EXPECT(P.win_numel <= vout.numel, "scatter: table of %lld for %lld dst elements", (long long)P.win_numel,
+                   (long long)vout.numel);
         (void)with_size(elsize(dtype), [&](auto tp) -> tc_status {
             using T = std::remove_pointer_t<decltype(tp)>;
-            if (P.kind == K_FILL) emu_ix<T, K_FILL>((T *)vout.data, (const T *)P.r, P, vout.numel);
-            else if (P.kind == K_COPY) emu_ix<T, K_COPY>((T *)vout.data, (const T *)P.r, P, vout.numel);
+            if (P.kind == K_FILL) emu_ix<T, K_FILL>((T *)vout.data, (const T *)P.r, P);
+            else if (P.kind == K_COPY) emu_ix<T, K_COPY>((T *)vout.data, (const T *)P.r, P);
             return TC_OK;
         });
         if (P.kind == K_ADD) {
@@ -197,7 +219,7 @@ static void index_case(int op, int dtype)
                 constexpr int DT = decltype(tag)::value;
                 if constexpr (DT != TC_F16 && DT != TC_BF16 && DT != TC_BOOL) {
                     using T = typename dt<DT>::S;
-                    emu_ix<T, K_ADD>((T *)vout.data, (const T *)P.r, P, vout.numel);
+                    emu_ix<T, K_ADD>((T *)vout.data, (const T *)P.r, P);
                 }
                 return TC_OK;
             });

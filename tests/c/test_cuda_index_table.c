@@ -1,0 +1,93 @@
+/* test_cuda_index_table.c -- the device memory index_copy and scatter take for the CPU's
+ * last-writer rule (core/cuda/index.cu): a table of one entry per slice for index_copy,
+ * one per (idx position outside dim, value) for scatter, and none when no two writers can
+ * meet (scatter with idx one long along dim, index_copy of one index) -- never one 8-byte
+ * entry per destination element, which was 4 MiB here for a 2 MiB destination.
+ *
+ * Named cuda_dev_*: runs on a GPU and over the emulator (the real kernels and caching
+ * allocator); over the mock backend (host fallback, no kernels) and without a device it
+ * says so and checks nothing.
+ */
+#include "ctest.h"
+#include "cuda_test_util.h"
+
+#define DEV TC_DEVICE_CUDA(0)
+
+enum { ROWS = 512, COLS = 1024 }; /* the destination: 2 MiB of float32 */
+
+/* op(dst, idx, src) in place on dst (dst's device), p: the dim. */
+static tc_status run_in_place(tc_op o, tc_tensor *dst, const tc_tensor *idx, const tc_tensor *src, const tc_params *p)
+{
+    const tc_tensor *in[3] = {dst, idx, src};
+    tc_tensor *out[1] = {dst};
+    return tc_op_run(o, in, 3, p, out, 1);
+}
+
+/* Runs op in place on a device copy of cpu_dst and on cpu_dst itself; returns the device
+ * memory the call took beyond what was allocated before it (its peak), or -1 on failure,
+ * and checks that both results are equal element for element. */
+static int64_t device_call_growth(tc_op o, tc_tensor *cpu_dst, const tc_tensor *idx, const tc_tensor *src, int dim,
+                                  int *ctest_failed)
+{
+    tc_tensor *dd = ct_to(cpu_dst, DEV), *di = ct_to(idx, DEV), *ds = ct_to(src, DEV);
+    if (!dd || !di || !ds) return -1;
+    tc_cuda_memstats before, after;
+    if (tc_cuda_synchronize(0) || tc_cuda_reset_peak_stats(0) || tc_cuda_memory_stats(0, &before)) return -1;
+    if (run_in_place(o, dd, di, ds, P(.i = {dim})) || tc_cuda_synchronize(0) || tc_cuda_memory_stats(0, &after) ||
+        run_in_place(o, cpu_dst, idx, src, P(.i = {dim}))) {
+        printf("  %s: %s\n", tc_op_info(o)->name, tc_last_error());
+        *ctest_failed = 1;
+        return -1;
+    }
+    tc_tensor *back = ct_to(dd, TC_CPU);
+    int64_t bad = -1;
+    for (int64_t i = 0; back && i < tc_tensor_numel(cpu_dst) && bad < 0; i++)
+        if (ct_at(back, i) != ct_at(cpu_dst, i)) bad = i;
+    if (!back || bad >= 0) {
+        printf("  %s: the device result differs from the CPU's at element %lld\n", tc_op_info(o)->name,
+               (long long)bad);
+        *ctest_failed = 1;
+    }
+    return after.allocated_bytes_peak - before.allocated_bytes;
+}
+
+TEST(cuda_dev_index_last_writer_table)
+{
+    char why[512];
+    if (!ct_cuda_device(why, sizeof why) || ct_cuda_mock()) {
+        printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
+        return;
+    }
+    const int64_t KiB = 1024;
+    tc_tensor *dst = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
+
+    /* scatter along dim 1 with idx one long there (a one-hot, a max-over-dim backward):
+     * one writer per element, no table */
+    double one_hot[ROWS], ones[ROWS];
+    for (int i = 0; i < ROWS; i++) one_hot[i] = (i * 37) % COLS, ones[i] = -1 - i;
+    tc_tensor *oi = ct_keep(ct_from(TC_I64, 2, SZ(ROWS, 1), one_hot));
+    tc_tensor *os = ct_keep(ct_from(TC_F32, 2, SZ(ROWS, 1), ones));
+    int64_t grown = device_call_growth(TC_OP_SCATTER, dst, oi, os, 1, ctest_failed);
+    CHECK(grown >= 0 && grown < 4 * KiB);
+
+    /* scatter along dim 1 with duplicates in 4 rows: a table of 4 x COLS entries (32 KiB) */
+    tc_tensor *si = ct_keep(ct_from(TC_I64, 2, SZ(4, 3), VALS(5, 9, 5, 0, 0, 0, 1023, 2, 1023, 7, 7, 8)));
+    tc_tensor *ss = ct_keep(ct_from(TC_F32, 2, SZ(4, 3), VALS(-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12)));
+    grown = device_call_growth(TC_OP_SCATTER, dst, si, ss, 1, ctest_failed);
+    CHECK(grown >= 4 * COLS * 8 && grown < 4 * COLS * 8 + 4 * KiB);
+    CHECK(ct_at(dst, 5) == -3 && ct_at(dst, COLS) == -6 && ct_at(dst, 2 * COLS + 1023) == -9);
+
+    /* index_copy of rows with a duplicate: a table of one entry per row (4 KiB) */
+    tc_tensor *ci = ct_keep(ct_from(TC_I64, 1, SZ(3), VALS(7, 3, 7)));
+    tc_tensor *cs = ct_keep(ct_arange(TC_F32, 2, SZ(3, COLS)));
+    grown = device_call_growth(TC_OP_INDEX_COPY, dst, ci, cs, 0, ctest_failed);
+    CHECK(grown >= ROWS * 8 && grown < ROWS * 8 + 4 * KiB);
+    CHECK(ct_at(dst, 7 * COLS) == 2 * COLS && ct_at(dst, 3 * COLS + 1) == COLS + 1); /* the last 7 wins */
+
+    /* index_copy of one row: no table */
+    tc_tensor *ci1 = ct_keep(ct_from(TC_I64, 1, SZ(1), VALS(11)));
+    tc_tensor *cs1 = ct_keep(ct_arange(TC_F32, 2, SZ(1, COLS)));
+    grown = device_call_growth(TC_OP_INDEX_COPY, dst, ci1, cs1, 0, ctest_failed);
+    CHECK(grown >= 0 && grown < 4 * KiB);
+    ct_drop();
+}
