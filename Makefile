@@ -146,14 +146,15 @@ $(CTESTS): $(CUDALIB) $(MOCKLIB) core/cuda/cuda_api.h
 
 # Host checks of the CUDA backend's index math, no GPU needed (tests/cuda_host): the cuBLAS
 # call plans and pooling elements (C++, headers shared with the .cu files), and, where nvcc
-# is found, the reduce/index/sort kernels' element code emulated on the host. Each prints
+# is found, the reduce/index/sort kernels' element code emulated on the host (each includes
+# core/cuda/<name>.cu, so it is rebuilt when that changes). Each prints
 # "N passed, N failed"; tests/run.sh runs every $(BUILD)/tests/cuda_host_* it finds.
 CUDAHOST := $(BUILD)/tests/cuda_host_plan $(if $(NVCC),$(BUILD)/tests/cuda_host_reduce $(BUILD)/tests/cuda_host_index \
             $(BUILD)/tests/cuda_host_sort)
 $(BUILD)/tests/cuda_host_plan: tests/cuda_host/test_cuda_plan.cpp tests/cuda_host/host_check.h core/cuda/blas_plan.h core/cuda/pool_geom.h core/tocha.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -g -Wall -Wextra $(SAN) -Icore $< -L$(BUILD) -ltocha -Wl,-rpath,'$$ORIGIN/..' -o $@
-$(BUILD)/tests/cuda_host_%: tests/cuda_host/test_cured_%.cu tests/cuda_host/host_check.h $(wildcard core/cuda/*.h) core/tocha.h $(LIB)
+$(BUILD)/tests/cuda_host_%: tests/cuda_host/test_cured_%.cu core/cuda/%.cu tests/cuda_host/host_check.h $(wildcard core/cuda/*.h) core/tocha.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=sm_90 -Icore $< -L$(BUILD) -ltocha -Xlinker -rpath,'$$ORIGIN/..' -o $@
 $(CTESTS): $(CUDAHOST)

@@ -30,7 +30,8 @@
  *
  * Masked ops: masked_fill is one pass. masked_copy, masked_select and nonzero place the
  * k-th selected element at k: a flag per element of L, an exclusive prefix sum over them
- * (cub::DeviceScan) and a pass that writes each selected element at its prefix. Their
+ * (cub::DeviceScan, in place; 4 bytes an element, 8 past 2^32 elements) and a pass that
+ * writes each selected element at its prefix. Their
  * result sizes were counted on the host (shape_index.c); the kernels trust them.
  *
  * Index values are bounds-checked on the host (shape_index.c), except in work captured in a
@@ -178,8 +179,9 @@ template <class T> __global__ void mfill_kernel(T *w, const uint8_t *m, geo<2> L
     }
 }
 
-/* flags[lin] = 1 where the mask (operand 0 of L) is set. */
-__global__ void mask_flags(const uint8_t *m, geo<1> L, int64_t n, int64_t *flags)
+/* flags[lin] = 1 where the mask (operand 0 of L) is set. P: the flags' and their prefix's
+ * type (with_pos). */
+template <class P> __global__ void mask_flags(const uint8_t *m, geo<1> L, int64_t n, P *flags)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; lin < n; lin += step) {
@@ -191,27 +193,26 @@ __global__ void mask_flags(const uint8_t *m, geo<1> L, int64_t n, int64_t *flags
 
 /* masked_copy: the k-th set element of dst (L's order) takes src's k-th element (src's own
  * row-major order, shape sg). pos: the exclusive prefix of the flags. */
-template <class T>
-__global__ void mcopy_kernel(T *w, const uint8_t *m, geo<2> L, int64_t n, const int64_t *pos, const T *src, geo<1> sg)
+template <class T, class P>
+__global__ void mcopy_kernel(T *w, const uint8_t *m, geo<2> L, int64_t n, const P *pos, const T *src, geo<1> sg)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; lin < n; lin += step) {
         int64_t off[2];
         geo_offsets(L, lin, off);
-        if (m[off[1]]) w[off[0]] = src[flat_offset(pos[lin], sg.nd, sg.size, sg.st[0])];
+        if (m[off[1]]) w[off[0]] = src[flat_offset((int64_t)pos[lin], sg.nd, sg.size, sg.st[0])];
     }
 }
 
 /* masked_select: out[pos] = src where the mask is set (L: src and mask broadcast). */
-template <class T>
-__global__ void mselect_kernel(T *out, int64_t ost, const T *src, const uint8_t *m, geo<2> L, int64_t n,
-                               const int64_t *pos)
+template <class T, class P>
+__global__ void mselect_kernel(T *out, int64_t ost, const T *src, const uint8_t *m, geo<2> L, int64_t n, const P *pos)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; lin < n; lin += step) {
         int64_t off[2];
         geo_offsets(L, lin, off);
-        if (m[off[1]]) out[pos[lin] * ost] = src[off[0]];
+        if (m[off[1]]) out[(int64_t)pos[lin] * ost] = src[off[0]];
     }
 }
 
@@ -223,9 +224,8 @@ __device__ __forceinline__ bool nonzero_at(const bool *p) { return *(const uint8
 
 /* nonzero: pass 0 writes the flags, pass 1 the multi-index rows (g: x's own dims,
  * uncoalesced, so positions decompose into coordinates). */
-template <class S>
-__global__ void nonzero_kernel(const S *x, geo<1> g, int64_t n, int64_t *pos, int pass, int64_t *out, int64_t ost,
-                               int64_t cst)
+template <class S, class P>
+__global__ void nonzero_kernel(const S *x, geo<1> g, int64_t n, P *pos, int pass, int64_t *out, int64_t ost, int64_t cst)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; lin < n; lin += step) {
@@ -237,7 +237,7 @@ __global__ void nonzero_kernel(const S *x, geo<1> g, int64_t n, int64_t *pos, in
             continue;
         }
         if (!set) continue;
-        int64_t *row = out + pos[lin] * ost, rem = lin;
+        int64_t *row = out + (int64_t)pos[lin] * ost, rem = lin;
         for (int d = g.nd - 1; d >= 0; d--) {
             row[d * cst] = rem % g.size[d];
             rem /= g.size[d];
@@ -488,8 +488,16 @@ tc_status index_family(const ixcall &x, int op, int d, const tc_cuda_view &out, 
     return run_ix(x, out.data, P);
 }
 
-/* Exclusive prefix sum of n int64 flags, in place. */
-tc_status prefix(const ixcall &x, int64_t *flags, int64_t n)
+/* Calls f((P *)0) with P the type of the masked ops' flags and positions over n elements:
+ * 32-bit while every count fits (half the scratch of 64-bit ones), else int64_t. */
+template <class F> tc_status with_pos(int64_t n, F &&f)
+{
+    if (n <= (int64_t)UINT32_MAX) return f((uint32_t *)nullptr);
+    return f((int64_t *)nullptr);
+}
+
+/* Exclusive prefix sum of n flags, in place. */
+template <class P> tc_status prefix(const ixcall &x, P *flags, int64_t n)
 {
     size_t bytes = 0;
     tc_status s = cu_check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, flags, n, cu_stream()), cu_op_name(x.c->op));
@@ -541,31 +549,36 @@ tc_status masked_family(const ixcall &x, int op, const tc_cuda_view &out, const 
             return launched(x.c);
         });
     }
-    scratch pos(x.dev);
-    tc_status s = pos.get(sizeof(int64_t) * (size_t)n, cu_op_name(op));
-    if (s) return s;
-    geo<1> mg{};
-    mg.nd = L.nd;
-    for (int i = 0; i < L.nd; i++) mg.size[i] = L.size[i], mg.st[0][i] = L.st[1][i];
-    mask_flags<<<grid, BLOCK, 0, cu_stream()>>>(mp, mg, n, pos.as<int64_t>());
-    if ((s = launched(x.c)) || (s = prefix(x, pos.as<int64_t>(), n))) return s;
-    if (op == TC_OP_MASKED_COPY) {
-        const tc_cuda_view &src = in[2];
-        geo<1> sg{};
-        sg.nd = src.ndim;
-        for (int i = 0; i < src.ndim; i++) sg.size[i] = src.size[i], sg.st[0][i] = src.stride[i];
-        geo_coalesce(sg);
+    return with_pos(n, [&](auto pp) -> tc_status {
+        using P = std::remove_pointer_t<decltype(pp)>;
+        scratch pos(x.dev);
+        tc_status s = pos.get(sizeof(P) * (size_t)n, cu_op_name(op));
+        if (s) return s;
+        geo<1> mg{};
+        mg.nd = L.nd;
+        for (int i = 0; i < L.nd; i++) mg.size[i] = L.size[i], mg.st[0][i] = L.st[1][i];
+        mask_flags<P><<<grid, BLOCK, 0, cu_stream()>>>(mp, mg, n, pos.as<P>());
+        if ((s = launched(x.c)) || (s = prefix(x, pos.as<P>(), n))) return s;
+        if (op == TC_OP_MASKED_COPY) {
+            const tc_cuda_view &src = in[2];
+            geo<1> sg{};
+            sg.nd = src.ndim;
+            for (int i = 0; i < src.ndim; i++) sg.size[i] = src.size[i], sg.st[0][i] = src.stride[i];
+            geo_coalesce(sg);
+            return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
+                using T = std::remove_pointer_t<decltype(tp)>;
+                mcopy_kernel<T, P><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, mp, L, n, pos.as<P>(),
+                                                                   (const T *)src.data, sg);
+                return launched(x.c);
+            });
+        }
+        int64_t ost = out.ndim ? out.stride[0] : 0;
         return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
             using T = std::remove_pointer_t<decltype(tp)>;
-            mcopy_kernel<T><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, mp, L, n, pos.as<int64_t>(), (const T *)src.data, sg);
+            mselect_kernel<T, P><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, ost, (const T *)in[0].data, mp, L, n,
+                                                                 pos.as<P>());
             return launched(x.c);
         });
-    }
-    int64_t ost = out.ndim ? out.stride[0] : 0;
-    return with_size(elsize(out.dtype), [&](auto tp) -> tc_status {
-        using T = std::remove_pointer_t<decltype(tp)>;
-        mselect_kernel<T><<<grid, BLOCK, 0, cu_stream()>>>((T *)out.data, ost, (const T *)in[0].data, mp, L, n, pos.as<int64_t>());
-        return launched(x.c);
     });
 }
 
@@ -578,18 +591,21 @@ tc_status nonzero_op(const ixcall &x, const tc_cuda_view &out, const tc_cuda_vie
     g.nd = src.ndim;
     for (int i = 0; i < g.nd; i++) g.size[i] = src.size[i], g.st[0][i] = src.stride[i];
     int64_t n = src.numel;
-    scratch pos(x.dev);
-    tc_status s = pos.get(sizeof(int64_t) * (size_t)n, "nonzero");
-    if (s) return s;
     unsigned grid = grid_for(x.dev, n);
-    return with_dtype(src.dtype, [&](auto tag) -> tc_status {
-        using S = typename dt<decltype(tag)::value>::S;
-        nonzero_kernel<S><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<int64_t>(), 0, nullptr, 0, 0);
-        tc_status e = launched(x.c);
-        if (e || (e = prefix(x, pos.as<int64_t>(), n))) return e;
-        nonzero_kernel<S><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<int64_t>(), 1, (int64_t *)out.data,
-                                           out.stride[0], out.stride[1]);
-        return launched(x.c);
+    return with_pos(n, [&](auto pp) -> tc_status {
+        using P = std::remove_pointer_t<decltype(pp)>;
+        scratch pos(x.dev);
+        tc_status s = pos.get(sizeof(P) * (size_t)n, "nonzero");
+        if (s) return s;
+        return with_dtype(src.dtype, [&](auto tag) -> tc_status {
+            using S = typename dt<decltype(tag)::value>::S;
+            nonzero_kernel<S, P><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<P>(), 0, nullptr, 0, 0);
+            tc_status e = launched(x.c);
+            if (e || (e = prefix(x, pos.as<P>(), n))) return e;
+            nonzero_kernel<S, P><<<grid, BLOCK, 0, cu_stream()>>>((const S *)src.data, g, n, pos.as<P>(), 1,
+                                                                 (int64_t *)out.data, out.stride[0], out.stride[1]);
+            return launched(x.c);
+        });
     });
 }
 

@@ -1,8 +1,10 @@
-/* test_cuda_index_table.c -- the device memory index_copy and scatter take for the CPU's
- * last-writer rule (core/cuda/index.cu): a table of one entry per slice for index_copy,
- * one per (idx position outside dim, value) for scatter, and none when no two writers can
- * meet (scatter with idx one long along dim, index_copy of one index) -- never one 8-byte
- * entry per destination element, which was 4 MiB here for a 2 MiB destination.
+/* test_cuda_index_table.c -- the device scratch of the index kernels (core/cuda/index.cu).
+ * index_copy and scatter keep the CPU's last-writer rule with a table of one entry per
+ * slice (index_copy), one per (idx position outside dim, value) (scatter), and none when no
+ * two writers can meet (scatter with idx one long along dim, index_copy of one index) --
+ * never one 8-byte entry per destination element, which was 4 MiB here for a 2 MiB
+ * destination. masked_select and nonzero place elements through a prefix sum of 4-byte
+ * flags (8-byte ones were twice the scratch).
  *
  * Named cuda_dev_*: runs on a GPU and over the emulator (the real kernels and caching
  * allocator); over the mock backend (host fallback, no kernels) and without a device it
@@ -89,5 +91,50 @@ TEST(cuda_dev_index_last_writer_table)
     tc_tensor *cs1 = ct_keep(ct_arange(TC_F32, 2, SZ(1, COLS)));
     grown = device_call_growth(TC_OP_INDEX_COPY, dst, ci1, cs1, 0, ctest_failed);
     CHECK(grown >= 0 && grown < 4 * KiB);
+    ct_drop();
+}
+
+/* The device memory op(a, b) takes beyond what was allocated before it, or -1 on failure;
+ * its result must equal the CPU's. */
+static int64_t device_result_growth(tc_op o, const tc_tensor *a, const tc_tensor *b, int *ctest_failed)
+{
+    tc_tensor *da = ct_to(a, DEV), *db = b ? ct_to(b, DEV) : NULL, *r = NULL, *want = NULL;
+    if (!da || (b && !db)) return -1;
+    tc_cuda_memstats before, after;
+    if (tc_cuda_synchronize(0) || tc_cuda_reset_peak_stats(0) || tc_cuda_memory_stats(0, &before)) return -1;
+    if (ct_run1(o, da, db, NULL, NULL, &r) || tc_cuda_synchronize(0) || tc_cuda_memory_stats(0, &after) ||
+        ct_run1(o, a, b, NULL, NULL, &want)) {
+        printf("  %s: %s\n", tc_op_info(o)->name, tc_last_error());
+        *ctest_failed = 1;
+        return -1;
+    }
+    ct_keep(r), ct_keep(want);
+    tc_tensor *back = ct_to(r, TC_CPU);
+    int same = back && tc_tensor_numel(back) == tc_tensor_numel(want);
+    for (int64_t i = 0; same && i < tc_tensor_numel(want); i++) same = ct_at(back, i) == ct_at(want, i);
+    if (!same) {
+        printf("  %s: the device result differs from the CPU's\n", tc_op_info(o)->name);
+        *ctest_failed = 1;
+    }
+    return after.allocated_bytes_peak - before.allocated_bytes;
+}
+
+TEST(cuda_dev_masked_select_nonzero_scratch)
+{
+    char why[512];
+    if (!ct_cuda_device(why, sizeof why) || ct_cuda_mock()) {
+        printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
+        return;
+    }
+    const int64_t MiB = 1 << 20, n = ROWS * COLS;
+    tc_tensor *x = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
+    tc_tensor *all = ct_keep(ct_arange(TC_U8, 2, SZ(ROWS, COLS)));
+    CHECK_OK(tc_op_run(TC_OP_FILL, NULL, 0, P(.s = {1}), &all, 1));
+    /* masked_select of every element: the 2 MiB result, 2 MiB of flags, cub's scan space */
+    int64_t grown = device_result_growth(TC_OP_MASKED_SELECT, x, all, ctest_failed);
+    CHECK(grown >= n * 4 + n * 4 && grown < n * 4 + n * 4 + MiB / 4);
+    /* nonzero of every element: the (n, 2) int64 result, 2 MiB of flags */
+    grown = device_result_growth(TC_OP_NONZERO, x, NULL, ctest_failed);
+    CHECK(grown >= n * 16 + n * 4 && grown < n * 16 + n * 4 + MiB / 4);
     ct_drop();
 }
