@@ -17,6 +17,28 @@
 
 enum { ROWS = 512, COLS = 1024 }; /* the destination: 2 MiB of float32 */
 
+/* 1 when the backend's kernels run (a GPU or the emulator); else says why not. */
+static int have_kernels(void)
+{
+    char why[512];
+    if (ct_cuda_device(why, sizeof why) && !ct_cuda_mock()) return 1;
+    printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
+    return 0;
+}
+
+/* 1 when the device tensor got holds the host tensor want's values; else says where not. */
+static int same_as_cpu(tc_op o, const tc_tensor *got, const tc_tensor *want)
+{
+    tc_tensor *back = ct_to(got, TC_CPU);
+    int64_t bad = back && tc_tensor_numel(back) == tc_tensor_numel(want) ? -1 : 0;
+    for (int64_t i = 0; bad < 0 && i < tc_tensor_numel(want); i++)
+        if (ct_at(back, i) != ct_at(want, i)) bad = i;
+    if (bad >= 0)
+        printf("  %s: the device result differs from the CPU's at element %lld\n", tc_op_info(o)->name,
+               (long long)bad);
+    return bad < 0;
+}
+
 /* op(dst, idx, src) in place on dst (dst's device), p: the dim. */
 static tc_status run_in_place(tc_op o, tc_tensor *dst, const tc_tensor *idx, const tc_tensor *src, const tc_params *p)
 {
@@ -41,25 +63,13 @@ static int64_t device_call_growth(tc_op o, tc_tensor *cpu_dst, const tc_tensor *
         *ctest_failed = 1;
         return -1;
     }
-    tc_tensor *back = ct_to(dd, TC_CPU);
-    int64_t bad = -1;
-    for (int64_t i = 0; back && i < tc_tensor_numel(cpu_dst) && bad < 0; i++)
-        if (ct_at(back, i) != ct_at(cpu_dst, i)) bad = i;
-    if (!back || bad >= 0) {
-        printf("  %s: the device result differs from the CPU's at element %lld\n", tc_op_info(o)->name,
-               (long long)bad);
-        *ctest_failed = 1;
-    }
+    if (!same_as_cpu(o, dd, cpu_dst)) *ctest_failed = 1;
     return after.allocated_bytes_peak - before.allocated_bytes;
 }
 
 TEST(cuda_dev_index_last_writer_table)
 {
-    char why[512];
-    if (!ct_cuda_device(why, sizeof why) || ct_cuda_mock()) {
-        printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
-        return;
-    }
+    if (!have_kernels()) return;
     const int64_t KiB = 1024;
     tc_tensor *dst = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
 
@@ -109,23 +119,13 @@ static int64_t device_result_growth(tc_op o, const tc_tensor *a, const tc_tensor
         return -1;
     }
     ct_keep(r), ct_keep(want);
-    tc_tensor *back = ct_to(r, TC_CPU);
-    int same = back && tc_tensor_numel(back) == tc_tensor_numel(want);
-    for (int64_t i = 0; same && i < tc_tensor_numel(want); i++) same = ct_at(back, i) == ct_at(want, i);
-    if (!same) {
-        printf("  %s: the device result differs from the CPU's\n", tc_op_info(o)->name);
-        *ctest_failed = 1;
-    }
+    if (!same_as_cpu(o, r, want)) *ctest_failed = 1;
     return after.allocated_bytes_peak - before.allocated_bytes;
 }
 
 TEST(cuda_dev_masked_select_nonzero_scratch)
 {
-    char why[512];
-    if (!ct_cuda_device(why, sizeof why) || ct_cuda_mock()) {
-        printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
-        return;
-    }
+    if (!have_kernels()) return;
     const int64_t MiB = 1 << 20, n = ROWS * COLS;
     tc_tensor *x = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
     tc_tensor *all = ct_keep(ct_arange(TC_U8, 2, SZ(ROWS, COLS)));

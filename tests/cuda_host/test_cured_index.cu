@@ -200,7 +200,8 @@ static void index_case(int op, int dtype)
         ixplan P = plan_ix(op, dd, vout, vin, p.s[0]);
         /* the last-writer table: one entry a slice (index_copy), at most dst's elements
          * (scatter); none where no two writers can meet */
-        bool dups = op == TC_OP_INDEX_COPY ? vin[1].numel > 1 : op == TC_OP_SCATTER && vin[1].ndim && vin[1].size[dd] > 1;
+        bool dups = op == TC_OP_INDEX_COPY ? vin[1].numel > 1
+                                           : op == TC_OP_SCATTER && vin[1].ndim && vin[1].size[dd] > 1;
         EXPECT(P.last == dups, "%s: last-writer rule %d, possible duplicates %d", cu_op_name(op), P.last, dups);
         if (P.last && op == TC_OP_INDEX_COPY)
             EXPECT(P.win_numel == vout.size[dd], "index_copy: table of %lld for %lld slices", (long long)P.win_numel,
