@@ -47,9 +47,11 @@ static const int warpSize = 32;
 namespace emu {
 /* Waits until every thread of the block still running reaches a barrier (emu_sched.cc). */
 EMU_API void block_barrier();
-/* Exchanges `bytes` bytes among the lanes of the caller's warp: writes mine into its slot,
- * waits for the warp, copies lane src's slot into out, waits again. */
-EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes);
+/* Exchanges `bytes` bytes among the lanes of the caller's warp that mask names: writes mine
+ * into its slot, waits for them, copies lane src's slot into out, waits again. A shuffle a
+ * GPU leaves undefined (the caller or src not in mask, src returned or past the block, lanes
+ * meeting with different masks) fails the launch (emu_sched.cc). */
+EMU_API void warp_exchange(unsigned mask, const void *mine, void *out, int src, size_t bytes);
 /* The caller's lane in its warp. */
 EMU_API int lane();
 /* A device access of `bytes` bytes at p, which a GPU requires aligned to `bytes` (a 16-byte
@@ -66,38 +68,38 @@ EMU_API void shared_fresh(void *p, size_t n);
 
 static inline void __syncthreads() { emu::block_barrier(); }
 /* A warp barrier: an exchange of nothing among the caller's warp. */
-static inline void __syncwarp(unsigned = 0xffffffffu)
+static inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
     char none = 0, got;
-    emu::warp_exchange(&none, &got, emu::lane(), 1);
+    emu::warp_exchange(mask, &none, &got, emu::lane(), 1);
 }
 
-template <class T> static inline T emu_shfl(T v, int src)
+template <class T> static inline T emu_shfl(unsigned mask, T v, int src)
 {
     T out;
-    emu::warp_exchange(&v, &out, src, sizeof(T));
+    emu::warp_exchange(mask, &v, &out, src, sizeof(T));
     return out;
 }
 /* Lanes below delta (within their width-sized segment) keep their own value, as on a GPU. */
-template <class T> static inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32)
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
     int l = emu::lane(), seg = l / width * width;
-    return emu_shfl(v, (l - (int)delta >= seg) ? l - (int)delta : l);
+    return emu_shfl(mask, v, (l - (int)delta >= seg) ? l - (int)delta : l);
 }
-template <class T> static inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32)
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
     int l = emu::lane(), seg = l / width * width;
-    return emu_shfl(v, (l + (int)delta < seg + width) ? l + (int)delta : l);
+    return emu_shfl(mask, v, (l + (int)delta < seg + width) ? l + (int)delta : l);
 }
-template <class T> static inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32)
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
 {
-    int l = emu::lane(), seg = l / width * width, s = l ^ mask;
-    return emu_shfl(v, (s >= seg && s < seg + width) ? s : l);
+    int l = emu::lane(), seg = l / width * width, s = l ^ lane_mask;
+    return emu_shfl(mask, v, (s >= seg && s < seg + width) ? s : l);
 }
-template <class T> static inline T __shfl_sync(unsigned, T v, int src, int width = 32)
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32)
 {
     int l = emu::lane();
-    return emu_shfl(v, l / width * width + ((src % width) + width) % width);
+    return emu_shfl(mask, v, l / width * width + ((src % width) + width) % width);
 }
 
 /* ---- atomics: nothing runs at the same time, so a plain update is atomic ---------------- */

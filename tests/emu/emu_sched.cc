@@ -8,6 +8,11 @@
  * reaches, a shuffle against a block barrier), the launch is reported failed and the block
  * abandoned: on a GPU that would be a hang or undefined behaviour. A misaligned vector
  * access (emu::check_aligned) fails the launch after its block, as cudaErrorMisalignedAddress.
+ * A warp shuffle waits only for the lanes its mask names, as on a GPU; one whose result a GPU
+ * leaves undefined fails the launch after its block (cudaErrorLaunchFailure, the reason in
+ * the log): a thread not named in its own mask, two lanes meeting with different masks, or
+ * a read from a lane that has returned, lies past the end of the block (a partial warp) or
+ * is not in the mask. A GPU would run on with whatever that register held.
  * A pointer argument the device cannot use, or such a device pointer inside a struct argument
  * (emu_launch.h, kernel_pointer_ok / kernel_struct_ok), fails it before any block runs, as
  * cudaErrorIllegalAddress.
@@ -30,6 +35,7 @@
  */
 #include "emu.h"
 #include "emu_internal.h"
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +72,7 @@ struct fiber {
     char *stack;
     fiber_state state;
     uint3 idx;
+    unsigned warp_mask; /* at AT_WARP_BARRIER: the mask of the shuffle it waits at */
 };
 
 constexpr int MAX_THREADS = 1024;
@@ -85,6 +92,24 @@ void *g_fake_stack;         /* the scheduler's fake stack while a fiber runs */
 const void *g_sched_bottom; /* the scheduler's stack, learnt at the first switch */
 size_t g_sched_size;
 #endif
+
+/* The running grid's first fault (a misaligned access, an undefined shuffle), empty if none,
+ * and the error the launch then fails with. */
+std::string g_fault;
+cudaError_t g_fault_error;
+
+/* Records a fault of the running grid, unless one is already recorded. */
+void fault(cudaError_t e, const char *fmt, ...)
+{
+    if (!g_fault.empty()) return;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    g_fault = what;
+    g_fault_error = e;
+}
 
 /* Switches from the scheduler to fiber i and back. */
 void resume(int i)
@@ -136,6 +161,31 @@ bool stacks_ready()
     return ready = true;
 }
 
+/* Releases the lanes of the warp [w, end) waiting at a shuffle once every lane its mask names
+ * has arrived (a lane that has returned, or lies past the block, counts as arrived, as on a
+ * GPU since Volta); true if some were. */
+bool release_warp(int w, int end)
+{
+    bool released = false;
+    for (int i = w; i < end; i++) {
+        if (g_fiber[i].state != AT_WARP_BARRIER) continue;
+        const unsigned m = g_fiber[i].warp_mask;
+        bool ready = true;
+        for (int j = w; j < end && ready; j++)
+            if ((m >> (j - w) & 1u) && g_fiber[j].state != FINISHED) ready = g_fiber[j].state == AT_WARP_BARRIER;
+        if (!ready) continue;
+        for (int j = w; j < end; j++) { /* lane i itself always (warp_exchange puts it in its mask) */
+            if ((j != i && !(m >> (j - w) & 1u)) || g_fiber[j].state != AT_WARP_BARRIER) continue;
+            if (g_fiber[j].warp_mask != m)
+                fault(cudaErrorLaunchFailure, "warp %d: lanes %d and %d meet at a shuffle with masks %#x and %#x", w / 32,
+                      i - w, j - w, m, g_fiber[j].warp_mask);
+            g_fiber[j].state = RUNNABLE;
+        }
+        released = true;
+    }
+    return released;
+}
+
 /* Releases the waiters of every barrier whose participants have all arrived; false when
  * none could be released. */
 bool release_barriers()
@@ -151,18 +201,8 @@ bool release_barriers()
             if (g_fiber[i].state == AT_BLOCK_BARRIER) g_fiber[i].state = RUNNABLE;
         return true;
     }
-    for (int w = 0; w < g_nthreads; w += 32) {
-        int end = w + 32 < g_nthreads ? w + 32 : g_nthreads, wlive = 0, waiting = 0;
-        for (int i = w; i < end; i++) {
-            wlive += g_fiber[i].state != FINISHED;
-            waiting += g_fiber[i].state == AT_WARP_BARRIER;
-        }
-        if (wlive > 0 && waiting == wlive) {
-            for (int i = w; i < end; i++)
-                if (g_fiber[i].state == AT_WARP_BARRIER) g_fiber[i].state = RUNNABLE;
-            released = true;
-        }
-    }
+    for (int w = 0; w < g_nthreads; w += 32)
+        if (release_warp(w, w + 32 < g_nthreads ? w + 32 : g_nthreads)) released = true;
     return released;
 }
 
@@ -208,8 +248,6 @@ bool run_block(const char *name, bool reverse)
     }
 }
 
-/* The running grid's first misaligned access (emu::check_aligned), empty if none. */
-std::string g_fault;
 
 /* Runs the whole grid on device dev (called with g_exec held), once its arguments pass. */
 void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body,
@@ -243,7 +281,7 @@ void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, co
                 }
                 if (!g_fault.empty()) {
                     emu::note("kernel %s, block (%u,%u,%u): %s", name, x, y, z, g_fault.c_str());
-                    emu::set_error(cudaErrorMisalignedAddress);
+                    emu::set_error(g_fault_error);
                     return;
                 }
             }
@@ -261,13 +299,26 @@ EMU_API void block_barrier()
 
 EMU_API int lane() { return g_cur % 32; }
 
-EMU_API void warp_exchange(const void *mine, void *out, int src, size_t bytes)
+EMU_API void warp_exchange(unsigned mask, const void *mine, void *out, int src, size_t bytes)
 {
-    int base = g_cur / 32 * 32;
-    memcpy(g_exchange[g_cur], mine, bytes < MAX_EXCHANGE ? bytes : MAX_EXCHANGE);
+    const int base = g_cur / 32 * 32, me = g_cur - base, n = bytes < MAX_EXCHANGE ? (int)bytes : (int)MAX_EXCHANGE;
+    if (!(mask >> me & 1u)) {
+        fault(cudaErrorLaunchFailure, "thread (%u,%u,%u): lane %d calls a warp shuffle whose mask %#x does not name it",
+              threadIdx.x, threadIdx.y, threadIdx.z, me, mask);
+        mask |= 1u << me; /* so it still meets the others */
+    }
+    memcpy(g_exchange[g_cur], mine, n);
+    g_fiber[g_cur].warp_mask = mask;
     g_fiber[g_cur].state = AT_WARP_BARRIER;
     yield(false);
-    memcpy(out, g_exchange[base + src], bytes < MAX_EXCHANGE ? bytes : MAX_EXCHANGE);
+    const char *why = nullptr;
+    if (!(mask >> src & 1u)) why = "which the mask does not name";
+    else if (base + src >= g_nthreads) why = "which lies past the end of the block";
+    else if (g_fiber[base + src].state == FINISHED) why = "which has returned";
+    if (why)
+        fault(cudaErrorLaunchFailure, "thread (%u,%u,%u): lane %d reads lane %d at a warp shuffle, %s (undefined on a GPU)",
+              threadIdx.x, threadIdx.y, threadIdx.z, me, src, why);
+    memcpy(out, why ? g_exchange[g_cur] : g_exchange[base + src], n);
     g_fiber[g_cur].state = AT_WARP_BARRIER; /* nobody overwrites a slot before all have read */
     yield(false);
 }
@@ -284,11 +335,9 @@ EMU_API void shared_fresh(void *p, size_t n)
 
 EMU_API void check_aligned(const void *p, size_t bytes)
 {
-    if (bytes == 0 || (uintptr_t)p % bytes == 0 || !g_fault.empty()) return;
-    char what[128];
-    snprintf(what, sizeof what, "thread (%u,%u,%u): misaligned %zu-byte access at %p", threadIdx.x, threadIdx.y,
-             threadIdx.z, bytes, p);
-    g_fault = what;
+    if (bytes == 0 || (uintptr_t)p % bytes == 0) return;
+    fault(cudaErrorMisalignedAddress, "thread (%u,%u,%u): misaligned %zu-byte access at %p", threadIdx.x, threadIdx.y,
+          threadIdx.z, bytes, p);
 }
 
 /* Launches per kernel name, for tc_cuda_emu_launches. */

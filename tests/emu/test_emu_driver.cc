@@ -10,7 +10,10 @@
  * scalar parameters copied at the launch, __shared__ and __syncthreads across a block, a
  * grid-stride loop, the f16 conversions rewritten from inline PTX at known bit patterns
  * (subnormal, infinities, NaN, a tie to even, overflow); a kernel whose threads deadlock, or
- * that makes a misaligned access, fails at that wait. Kernels get page-locked host memory
+ * that makes a misaligned access, fails at that wait. A warp shuffle waits for the lanes its
+ * mask names (half a warp can shuffle alone); one whose result a GPU leaves undefined (a read
+ * from a returned lane or past a partial warp, a lane outside its own mask, two masks
+ * meeting, a source outside the mask) fails the launch with a note. Kernels get page-locked host memory
  * (cudaHostAlloc, which a GPU kernel reaches too); one given pageable host memory, freed
  * device memory or another device's memory fails at the wait as cudaErrorIllegalAddress
  * (the two emulated devices are asked for before the library loads). Shared memory starts
@@ -139,6 +142,29 @@ static const char kGood[] =
     "    y[blockIdx.x * 64 + threadIdx.x] = sh[threadIdx.x]; /* before this block writes it */\n"
     "    __syncthreads();\n"
     "    sh[threadIdx.x] = tag;\n"
+    "}\n"
+    "extern \"C\" __global__ void warp_sum(int *y, int live)\n"
+    "{\n"
+    "    int t = threadIdx.x, v = t + 1;\n"
+    "    if (t >= live) return;\n"
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    y[t] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void half_warp_sum(int *y)\n"
+    "{\n"
+    "    int t = threadIdx.x, v = t + 1;\n"
+    "    if (t < 16) /* half the warp shuffles among itself while the other half goes on */\n"
+    "        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0x0000ffffu, v, o);\n"
+    "    __syncthreads();\n"
+    "    y[t] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void bad_masks(int *y, int mode)\n"
+    "{\n"
+    "    int t = threadIdx.x, v = t + 1;\n"
+    "    if (mode == 0) v = __shfl_xor_sync(0xfffffffeu, v, 1); /* lane 0 not in its mask */\n"
+    "    if (mode == 1) v = __shfl_xor_sync(t < 16 ? 0xffffffffu : 0xffff0000u, v, 1); /* two masks */\n"
+    "    if (mode == 2 && t < 16) v = __shfl_sync(0x0000ffffu, v, 20); /* a source outside the mask */\n"
+    "    y[t] = v;\n"
     "}\n"
     "struct tail_view { long long n; float *p; }; /* a pointer inside a struct argument, at byte 8 */\n"
     "extern \"C\" __global__ void fill_view(tail_view v, float a)\n"
@@ -343,6 +369,48 @@ static void check_thread_orders(CUmodule m)
     EXPECT(fresh == 256, "%d of 256 reads of unwritten shared memory saw 0xff bytes", fresh);
 }
 
+/* Warp shuffles: the emulator waits for the lanes a shuffle's mask names, and fails the launch
+ * (cudaErrorLaunchFailure, with a note) where a GPU's result is undefined. A full-warp sum
+ * is right with the whole warp live; with half the warp returned first, or in a block of 20
+ * threads (a partial warp), it reads lanes that are not there. */
+static void check_warp_shuffles(CUmodule m)
+{
+    int *y = pinned<int>(32);
+    auto run = [&](const char *kernel, unsigned block, int arg, CUresult want, const char *note) {
+        CUfunction f = nullptr;
+        CUresult launched = CUDA_ERROR_UNKNOWN, waited = CUDA_ERROR_UNKNOWN;
+        for (int i = 0; i < 32; i++) y[i] = -7;
+        void *params[2] = {&y, &arg};
+        std::string said = notes_of([&] {
+            if (p_cuModuleGetFunction(&f, m, kernel) != CUDA_SUCCESS) return;
+            launched = p_cuLaunchKernel(f, 1, 1, 1, block, 1, 1, 0, nullptr, params, nullptr);
+            waited = p_cuCtxSynchronize();
+        });
+        EXPECT(launched == CUDA_SUCCESS && waited == want, "%s(%d), %u threads: launch %d, wait %d, want %d", kernel,
+               arg, block, (int)launched, (int)waited, (int)want);
+        EXPECT(said.find(note) != std::string::npos && (*note != 0) == !said.empty(), "%s(%d): the note: %s", kernel,
+               arg, said.c_str());
+    };
+    for (int reverse = 0; reverse < 2; reverse++) {
+        if (reverse) setenv("TOCHA_CUDA_EMU_ORDER", "reverse", 1);
+        run("warp_sum", 32, 32, CUDA_SUCCESS, "");
+        int right = 0;
+        for (int i = 0; i < 32; i++) right += y[i] == 528;
+        EXPECT(right == 32, "a full warp's sum: %d of 32 lanes right", right);
+        run("half_warp_sum", 32, 0, CUDA_SUCCESS, "");
+        right = 0;
+        for (int i = 0; i < 32; i++) right += y[i] == (i < 16 ? 136 : i + 1);
+        EXPECT(right == 32, "half a warp's sum under its own mask: %d of 32 lanes right", right);
+        run("warp_sum", 32, 16, CUDA_ERROR_LAUNCH_FAILED, "which has returned");
+        run("warp_sum", 20, 32, CUDA_ERROR_LAUNCH_FAILED, "which lies past the end of the block");
+        run("bad_masks", 32, 0, CUDA_ERROR_LAUNCH_FAILED, "lane 0 calls a warp shuffle whose mask 0xfffffffe");
+        run("bad_masks", 32, 1, CUDA_ERROR_LAUNCH_FAILED, "meet at a shuffle with masks");
+        run("bad_masks", 32, 2, CUDA_ERROR_LAUNCH_FAILED, "reads lane 20 at a warp shuffle, which the mask does not name");
+        run("bad_masks", 32, 3, CUDA_SUCCESS, "");
+        unsetenv("TOCHA_CUDA_EMU_ORDER");
+    }
+}
+
 /* The backend's kernels declared with __launch_bounds__(N) have their blocks checked by
  * emu_bounded_block at each launch (cu2cc.pl): up to N threads pass as they are, more are
  * refused with a note naming the kernel and the bound. */
@@ -519,6 +587,7 @@ static void check_launches(const std::string &image)
         CUresult r = p_cuCtxSynchronize();
         EXPECT(r == (offset == 16 ? CUDA_SUCCESS : CUDA_ERROR_MISALIGNED_ADDRESS), "offset %d: %d", offset, (int)r);
     }
+    check_warp_shuffles(m);
 }
 
 int main(int, char **argv)
