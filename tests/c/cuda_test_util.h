@@ -25,6 +25,16 @@ static inline int ct_cuda_mock(void)
     return lib && strstr(lib, "mock") != NULL;
 }
 
+/* 1 when the backend's kernels run (a GPU or the emulator); else says the test skips for
+ * lack of `what` (over the mock, ops fall back to the host and no kernel runs). */
+static inline int ct_cuda_kernels(const char *what)
+{
+    char why[512];
+    if (ct_cuda_device(why, sizeof why) && !ct_cuda_mock()) return 1;
+    printf("  skip: needs a CUDA device or the emulator (%s)\n", what);
+    return 0;
+}
+
 /* The mock's stream hold (tests/c/mock_cuda.c, tc_cuda_mock_hold: events recorded on a held
  * stream, and on streams waiting on them, stay incomplete), or NULL on a GPU. */
 typedef int (*ct_hold_fn)(int dev, void *stream, int hold);

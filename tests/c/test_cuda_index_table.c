@@ -17,15 +17,6 @@
 
 enum { ROWS = 512, COLS = 1024 }; /* the destination: 2 MiB of float32 */
 
-/* 1 when the backend's kernels run (a GPU or the emulator); else says why not. */
-static int have_kernels(void)
-{
-    char why[512];
-    if (ct_cuda_device(why, sizeof why) && !ct_cuda_mock()) return 1;
-    printf("  skip: needs a CUDA device or the emulator (the kernels' scratch)\n");
-    return 0;
-}
-
 /* 1 when the device tensor got holds the host tensor want's values; else says where not. */
 static int same_as_cpu(tc_op o, const tc_tensor *got, const tc_tensor *want)
 {
@@ -69,7 +60,7 @@ static int64_t device_call_growth(tc_op o, tc_tensor *cpu_dst, const tc_tensor *
 
 TEST(cuda_dev_index_last_writer_table)
 {
-    if (!have_kernels()) return;
+    if (!ct_cuda_kernels("the kernels' scratch")) return;
     const int64_t KiB = 1024;
     tc_tensor *dst = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
 
@@ -125,7 +116,7 @@ static int64_t device_result_growth(tc_op o, const tc_tensor *a, const tc_tensor
 
 TEST(cuda_dev_masked_select_nonzero_scratch)
 {
-    if (!have_kernels()) return;
+    if (!ct_cuda_kernels("the kernels' scratch")) return;
     const int64_t MiB = 1 << 20, n = ROWS * COLS;
     tc_tensor *x = ct_keep(ct_arange(TC_F32, 2, SZ(ROWS, COLS)));
     tc_tensor *all = ct_keep(ct_arange(TC_U8, 2, SZ(ROWS, COLS)));
