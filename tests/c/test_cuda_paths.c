@@ -11,7 +11,11 @@
  *   - nonzero and masked_select of float16 / bfloat16 / bool inputs, index_fill and
  *     masked_fill of the value into every non-float type (saturating, NaN to 0);
  *   - cat into a result that one of its inputs overlaps (built aside), where on 1- and
- *     2-byte types, bfloat16 pooling.
+ *     2-byte types, bfloat16 pooling;
+ *   - integer products in 1- to 4-byte types (our kernel), float products of operands
+ *     cuBLAS cannot take as they are (copied dense) into a strided result (computed aside);
+ *   - cudnn.benchmark's timed search for the backward-data and backward-filter convolutions,
+ *     and a convolution into a strided result.
  * (A copy between unrelated shapes of one element count is checked too; libtocha gives the
  * backend a contiguous source re-read in the result's shape, so copy.cu's own gather for a
  * strided one is reached only by a direct backend call.)
@@ -297,5 +301,65 @@ TEST(cuda_dev_pool_bfloat16)
                       P(.nshape = 6, .shape = {3, 3, 2, 2, 1, 1}, .i = {1, 0}), 0));
     CHECK(matches_cpu("adaptive_avg_pool2d of bfloat16", TC_OP_ADAPTIVE_AVG_POOL2D, x, NULL, NULL,
                       P(.nshape = 2, .shape = {4, 5}), 0));
+    ct_drop();
+}
+
+static double tiny_int(int64_t i) { return (double)((i * 5) % 3) - 1; }
+static double tiny_uint(int64_t i) { return (double)((i * 5) % 3); }
+
+/* Integer products in every integer type (our kernel: cuBLAS has none), float products
+ * whose operands are not dense or transposed-dense (copied dense first) and whose result is
+ * a strided view (computed aside, then copied in). */
+TEST(cuda_dev_matmul_int_and_strided)
+{
+    if (!ct_cuda_kernels("the matmul paths")) return;
+    static const tc_dtype types[] = {TC_U8, TC_I8, TC_I16, TC_I32, TC_I64};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        tc_dtype dt = types[t];
+        tc_tensor *a = made(dt, 2, SZ(5, 7), dt == TC_U8 ? tiny_uint : tiny_int);
+        tc_tensor *b = made(dt, 2, SZ(7, 4), dt == TC_U8 ? tiny_uint : tiny_int);
+        char what[32];
+        snprintf(what, sizeof what, "mm of %s", tc_dtype_name(dt));
+        CHECK(matches_cpu(what, TC_OP_MM, a, b, NULL, NULL, 0));
+    }
+    /* A: every other column of a (5, 14) buffer; B: (7, 4) at strides (12, 3) in a (21, 4) one */
+    tc_tensor *wa = made(TC_F32, 2, SZ(5, 14), wave), *wb = made(TC_F32, 2, SZ(21, 4), spread);
+    tc_tensor *dwa = ct_to(wa, DEV), *dwb = ct_to(wb, DEV);
+    tc_tensor *buf = made(TC_F32, 2, SZ(5, 8), wave), *dbuf = ct_to(buf, DEV);
+    if (!dwa || !dwb || !dbuf) return;
+    tc_tensor *a = view_at(wa, 0, 2, SZ(5, 7), SZ(14, 2)), *b = view_at(wb, 0, 2, SZ(7, 4), SZ(12, 3));
+    tc_tensor *da = view_at(dwa, 0, 2, SZ(5, 7), SZ(14, 2)), *db = view_at(dwb, 0, 2, SZ(7, 4), SZ(12, 3));
+    tc_tensor *out = view_at(buf, 1, 2, SZ(5, 4), SZ(8, 2)), *dout = view_at(dbuf, 1, 2, SZ(5, 4), SZ(8, 2));
+    CHECK_OK(ct_run1(TC_OP_MM, a, b, NULL, NULL, &out));
+    CHECK_OK(ct_run1(TC_OP_MM, da, db, NULL, NULL, &dout));
+    CHECK(same_tensor("mm of strided operands into a strided result", ct_to(dbuf, TC_CPU), buf, 1e-5));
+    ct_drop();
+}
+
+/* With cudnn.benchmark on, the timed algorithm search of the two backward convolutions
+ * (conv_transpose2d: backward data; conv2d_weight: backward filter); a forward convolution
+ * into a strided result (computed aside). */
+TEST(cuda_dev_conv_search_and_strided_result)
+{
+    if (!ct_cuda_kernels("the convolution paths")) return;
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK, 1));
+    /* x (2, 3, 7, 7); w (4, 3, 3, 3): conv2d's (O, C, kH, kW), conv_transpose2d's (Ci, O, kH, kW) */
+    tc_tensor *x = made(TC_F32, 4, SZ(2, 3, 7, 7), wave), *w = made(TC_F32, 4, SZ(4, 3, 3, 3), spread);
+    tc_tensor *g = made(TC_F32, 4, SZ(2, 4, 4, 4), wave);
+    tc_tensor *b3 = made(TC_F32, 1, SZ(3), spread), *b4 = made(TC_F32, 1, SZ(4), wave);
+    CHECK(matches_cpu("conv_transpose2d, searched", TC_OP_CONV_TRANSPOSE2D, g, w, b3,
+                      P(.nshape = 8, .shape = {2, 2, 1, 1, 1, 1, 0, 0}, .i = {1}), 1e-4));
+    CHECK(matches_cpu("conv2d_weight, searched", TC_OP_CONV2D_WEIGHT, x, g, NULL,
+                      P(.nshape = 8, .shape = {2, 2, 1, 1, 1, 1, 3, 3}, .i = {1}), 1e-4));
+    CHECK_OK(tc_cuda_set_flag(TC_CUDA_FLAG_CUDNN_BENCHMARK, 0));
+    tc_tensor *dx = ct_to(x, DEV), *dw = ct_to(w, DEV), *db4 = ct_to(b4, DEV);
+    tc_tensor *buf = made(TC_F32, 4, SZ(2, 4, 4, 8), wave), *dbuf = ct_to(buf, DEV);
+    if (!dx || !dw || !db4 || !dbuf) return;
+    const int64_t *st = SZ(128, 32, 8, 2); /* every other column of buf */
+    tc_tensor *out = view_at(buf, 0, 4, SZ(2, 4, 4, 4), st), *dout = view_at(dbuf, 0, 4, SZ(2, 4, 4, 4), st);
+    const tc_params *cp = P(.nshape = 6, .shape = {2, 2, 1, 1, 1, 1}, .i = {1});
+    CHECK_OK(ct_run1(TC_OP_CONV2D, x, w, b4, cp, &out));
+    CHECK_OK(ct_run1(TC_OP_CONV2D, dx, dw, db4, cp, &dout));
+    CHECK(same_tensor("conv2d into a strided result", ct_to(dbuf, TC_CPU), buf, 1e-4));
     ct_drop();
 }
