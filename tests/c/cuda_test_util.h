@@ -88,4 +88,14 @@ static inline tc_tensor *ct_op(tc_op o, const tc_tensor *a, const tc_tensor *b, 
     return ct_keep(r);
 }
 
+/* A view of base's storage (host or device): sizes and strides from element off, kept;
+ * NULL with the error printed. */
+static inline tc_tensor *ct_view_at(const tc_tensor *base, int64_t off, int nd, const int64_t *sz, const int64_t *st)
+{
+    tc_tensor *v = NULL;
+    if (tc_tensor_new_view(base->storage, (tc_dtype)base->dtype, off, nd, sz, st, &v))
+        printf("  view: %s\n", tc_last_error());
+    return ct_keep(v);
+}
+
 #endif /* TC_TEST_CUDA_UTIL_H */

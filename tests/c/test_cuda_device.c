@@ -602,42 +602,33 @@ TEST(cuda_dev_result_overlapping_its_input)
     ct_drop();
 }
 
-/* A view of base's storage: sizes and strides from element off. */
-static tc_tensor *view_at(const tc_tensor *base, int64_t off, int nd, const int64_t *sz, const int64_t *st)
-{
-    tc_tensor *v = NULL;
-    if (tc_tensor_new_view(base->storage, (tc_dtype)base->dtype, off, nd, sz, st, &v))
-        printf("  view: %s\n", tc_last_error());
-    return ct_keep(v);
-}
-
 /* Call k of cuda_dev_index_and_sort_over_their_inputs on base, a (4, 6) float32 tensor on
  * the host or the device: each writes a result sharing memory with an input. */
 static tc_status call_over_input(int k, tc_tensor *base)
 {
     int dev = base->device;
     tc_tensor *idx = ct_to(ct_keep(ct_from(TC_I64, 1, SZ(3), VALS(2, 0, 1))), dev);
-    tc_tensor *rows3 = view_at(base, 0, 2, SZ(3, 6), SZ(6, 1)), *out = NULL;
+    tc_tensor *rows3 = ct_view_at(base, 0, 2, SZ(3, 6), SZ(6, 1)), *out = NULL;
     switch (k) {
     case 0: /* index_select of rows 0..2 into rows 1..3 */
-        out = view_at(base, 6, 2, SZ(3, 6), SZ(6, 1));
+        out = ct_view_at(base, 6, 2, SZ(3, 6), SZ(6, 1));
         return ct_run1(TC_OP_INDEX_SELECT, rows3, idx, NULL, P(.i = {0}), &out);
     case 1: { /* index_copy in place, its source rows 1..2 of the destination */
-        tc_tensor *src = view_at(base, 6, 2, SZ(2, 6), SZ(6, 1));
+        tc_tensor *src = ct_view_at(base, 6, 2, SZ(2, 6), SZ(6, 1));
         tc_tensor *pick = ct_to(ct_keep(ct_from(TC_I64, 1, SZ(2), VALS(3, 0))), dev);
         out = base;
         return ct_run1(TC_OP_INDEX_COPY, base, pick, src, P(.i = {0}), &out);
     }
     case 2: { /* gather along dim 1 into a (4, 2) window one column in */
         tc_tensor *g = ct_to(ct_keep(ct_from(TC_I64, 2, SZ(4, 2), VALS(5, 0, 1, 1, 4, 2, 0, 3))), dev);
-        out = view_at(base, 1, 2, SZ(4, 2), SZ(6, 1));
+        out = ct_view_at(base, 1, 2, SZ(4, 2), SZ(6, 1));
         return ct_run1(TC_OP_GATHER, base, g, NULL, P(.i = {1}), &out);
     }
     case 3: { /* masked_select of the elements over 10 into elements 3..15 */
         tc_tensor *mask = ct_to(ct_keep(ct_from(TC_BOOL, 2, SZ(4, 6), VALS(0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 0,
                                                                            1, 1, 0, 1, 1, 0, 0, 1, 0))),
                                 dev);
-        out = view_at(base, 3, 1, SZ(13), SZ(1));
+        out = ct_view_at(base, 3, 1, SZ(13), SZ(1));
         return ct_run1(TC_OP_MASKED_SELECT, base, mask, NULL, NULL, &out);
     }
     case 4: { /* sort each row in place, descending */
@@ -647,7 +638,7 @@ static tc_status call_over_input(int k, tc_tensor *base)
         return s;
     }
     default: { /* the 2 largest of each row into a window over the rows' first columns */
-        tc_tensor *res[2] = {view_at(base, 2, 2, SZ(4, 2), SZ(6, 1)), NULL};
+        tc_tensor *res[2] = {ct_view_at(base, 2, 2, SZ(4, 2), SZ(6, 1)), NULL};
         tc_status s = tc_op_run(TC_OP_TOPK, (const tc_tensor *const[]){base}, 1, P(.i = {1, 2, 1, 1}), res, 2);
         ct_keep(res[1]);
         return s;

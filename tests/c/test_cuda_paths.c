@@ -229,21 +229,12 @@ TEST(cuda_dev_fill_and_mask_types)
     ct_drop();
 }
 
-/* A view of base's storage: sizes and strides from element off. */
-static tc_tensor *view_at(const tc_tensor *base, int64_t off, int nd, const int64_t *sz, const int64_t *st)
-{
-    tc_tensor *v = NULL;
-    if (tc_tensor_new_view(base->storage, (tc_dtype)base->dtype, off, nd, sz, st, &v))
-        printf("  view: %s\n", tc_last_error());
-    return ct_keep(v);
-}
-
 /* cat of rows 2..5 and 0..1 of base (10 x 4) into its rows 4..9: the first input overlaps
  * the result without being its slice, so the device builds the result aside. */
 static tc_status cat_over_own_rows(tc_tensor *base)
 {
-    tc_tensor *mid = view_at(base, 8, 2, SZ(4, 4), SZ(4, 1)), *top = view_at(base, 0, 2, SZ(2, 4), SZ(4, 1));
-    tc_tensor *out = view_at(base, 16, 2, SZ(6, 4), SZ(4, 1));
+    tc_tensor *mid = ct_view_at(base, 8, 2, SZ(4, 4), SZ(4, 1)), *top = ct_view_at(base, 0, 2, SZ(2, 4), SZ(4, 1));
+    tc_tensor *out = ct_view_at(base, 16, 2, SZ(6, 4), SZ(4, 1));
     return tc_op_run(TC_OP_CAT, (const tc_tensor *const[]){mid, top}, 2, P(.i = {0}), &out, 1);
 }
 
@@ -327,9 +318,9 @@ TEST(cuda_dev_matmul_int_and_strided)
     tc_tensor *dwa = ct_to(wa, DEV), *dwb = ct_to(wb, DEV);
     tc_tensor *buf = made(TC_F32, 2, SZ(5, 8), wave), *dbuf = ct_to(buf, DEV);
     if (!dwa || !dwb || !dbuf) return;
-    tc_tensor *a = view_at(wa, 0, 2, SZ(5, 7), SZ(14, 2)), *b = view_at(wb, 0, 2, SZ(7, 4), SZ(12, 3));
-    tc_tensor *da = view_at(dwa, 0, 2, SZ(5, 7), SZ(14, 2)), *db = view_at(dwb, 0, 2, SZ(7, 4), SZ(12, 3));
-    tc_tensor *out = view_at(buf, 1, 2, SZ(5, 4), SZ(8, 2)), *dout = view_at(dbuf, 1, 2, SZ(5, 4), SZ(8, 2));
+    tc_tensor *a = ct_view_at(wa, 0, 2, SZ(5, 7), SZ(14, 2)), *b = ct_view_at(wb, 0, 2, SZ(7, 4), SZ(12, 3));
+    tc_tensor *da = ct_view_at(dwa, 0, 2, SZ(5, 7), SZ(14, 2)), *db = ct_view_at(dwb, 0, 2, SZ(7, 4), SZ(12, 3));
+    tc_tensor *out = ct_view_at(buf, 1, 2, SZ(5, 4), SZ(8, 2)), *dout = ct_view_at(dbuf, 1, 2, SZ(5, 4), SZ(8, 2));
     CHECK_OK(ct_run1(TC_OP_MM, a, b, NULL, NULL, &out));
     CHECK_OK(ct_run1(TC_OP_MM, da, db, NULL, NULL, &dout));
     CHECK(same_tensor("mm of strided operands into a strided result", ct_to(dbuf, TC_CPU), buf, 1e-5));
@@ -356,7 +347,7 @@ TEST(cuda_dev_conv_search_and_strided_result)
     tc_tensor *buf = made(TC_F32, 4, SZ(2, 4, 4, 8), wave), *dbuf = ct_to(buf, DEV);
     if (!dx || !dw || !db4 || !dbuf) return;
     const int64_t *st = SZ(128, 32, 8, 2); /* every other column of buf */
-    tc_tensor *out = view_at(buf, 0, 4, SZ(2, 4, 4, 4), st), *dout = view_at(dbuf, 0, 4, SZ(2, 4, 4, 4), st);
+    tc_tensor *out = ct_view_at(buf, 0, 4, SZ(2, 4, 4, 4), st), *dout = ct_view_at(dbuf, 0, 4, SZ(2, 4, 4, 4), st);
     const tc_params *cp = P(.nshape = 6, .shape = {2, 2, 1, 1, 1, 1}, .i = {1});
     CHECK_OK(ct_run1(TC_OP_CONV2D, x, w, b4, cp, &out));
     CHECK_OK(ct_run1(TC_OP_CONV2D, dx, dw, db4, cp, &dout));
