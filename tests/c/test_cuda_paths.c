@@ -246,7 +246,7 @@ TEST(cuda_dev_copy_cat_where_paths)
     tc_tensor *x = made(TC_F16, 2, SZ(4, 6), wave), *xt = ct_keep(ct_transposed(x, 0, 1));
     for (int k = 0; k < 2; k++) {
         tc_dtype to = k ? TC_F32 : TC_F16;
-        tc_tensor *want = ct_keep(ct_from(to, 2, SZ(3, 8), VALS(0))), *dx = ct_to(x, DEV);
+        tc_tensor *want = made(to, 2, SZ(3, 8), ten), *dx = ct_to(x, DEV);
         tc_tensor *dxt = dx ? ct_keep(ct_transposed(dx, 0, 1)) : NULL, *got = NULL;
         if (!dxt) break;
         CHECK_OK(tc_tensor_to(want, DEV, -1, &got));
