@@ -248,7 +248,6 @@ bool run_block(const char *name, bool reverse)
     }
 }
 
-
 /* Runs the whole grid on device dev (called with g_exec held), once its arguments pass. */
 void run_grid(const char *name, int dev, dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body,
               const std::function<bool(int)> &args_ok)
