@@ -145,12 +145,19 @@ tc_status tc_graph_check_device(tc_graph *g, int32_t *device)
     for (int32_t i = 0; i < g->nwb; i++) read[g->wb_val[i]] = by_op[g->wb_val[i]] = not_scal[g->wb_val[i]] = 1;
     /* the device of the inputs and op results (a captured device tensor only downloaded by
      * a copy does not make a CPU graph a device one) */
+    bool computed = false; /* any input or live op result */
     for (int32_t v = 0; v < nv && home == TC_CPU; v++) {
         const tc_gval *x = &g->vals[v];
         bool live = x->kind == TC_GV_INPUT ||
                     (x->kind == TC_GV_OP && x->producer >= 0 && !(g->nodes[x->producer].flags & TC_GN_DEAD));
+        computed |= live;
         if (live && TC_DEVICE_IS_CUDA(x->device)) home = x->device;
     }
+    /* A graph of constants and captured tensors alone (a fill into a given device tensor
+     * folds to a device constant): a device tensor an op reads or the graph returns names
+     * the device, as the eager calls ran there. */
+    for (int32_t v = 0; v < nv && !computed && home == TC_CPU; v++)
+        if (by_op[v] && TC_DEVICE_IS_CUDA(g->vals[v].device)) home = g->vals[v].device;
     if (home != TC_CPU) relocate_round_trips(g, home);
     tc_status s = TC_OK;
     for (int32_t v = 0; v < nv && s == TC_OK; v++) {

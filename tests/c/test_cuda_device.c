@@ -12,10 +12,12 @@
 #include "ctest.h"
 #include "cuda_test_util.h"
 #include "internal.h"
+#include "layouts.h"
 #include <math.h>
 #include <stdlib.h>
 
 int conformance_golden_on(int device, int *total);       /* test_conformance.c */
+int conformance_golden_layout_on(int device, int layout, bool compiled, int *total);
 int conformance_elementwise_on(int device, int *total); /* test_conformance.c */
 int conformance_reduce_on(int device, int *total);      /* test_conformance.c */
 
@@ -206,6 +208,35 @@ TEST(cuda_dev_conformance_golden)
     if (bad) printf("  %d of %d golden cases failed on the device\n", bad, total);
     printf("  %d golden cases on %s; %lld ops ran on the host for lack of a CUDA kernel\n", total,
            mock_backend() ? "the mock backend" : "the GPU", (long long)tc_cuda_host_fallbacks(-1));
+}
+
+/* The golden cases again on the device with every input, and the result a case gives,
+ * stored as a strided view (tests/c/layouts.h: an offset and every other element; dims
+ * stored in reverse order): the kernels read and write the views' elements only. */
+TEST(cuda_dev_conformance_golden_layouts)
+{
+    if (!have_device(ctest_failed)) return;
+    for (int layout = LAYOUT_SPREAD; layout < LAYOUT_COUNT; layout++) {
+        int total = 0;
+        int bad = conformance_golden_layout_on(DEV, layout, false, &total);
+        CHECK(bad == 0);
+        CHECK(total > 300);
+        printf("  %d golden cases on the device, tensors %s: %d failed\n", total, layout_name(layout), bad);
+    }
+}
+
+/* Every golden case traced on the device and compiled with every pass (fused groups as
+ * generated kernels), from contiguous inputs and from the views of each layout. */
+TEST(cuda_dev_conformance_golden_compiled)
+{
+    if (!have_device(ctest_failed)) return;
+    for (int layout = 0; layout < LAYOUT_COUNT; layout++) {
+        int total = 0;
+        int bad = conformance_golden_layout_on(DEV, layout, true, &total);
+        CHECK(bad == 0);
+        CHECK(total > 300);
+        printf("  %d golden cases compiled on the device, tensors %s: %d failed\n", total, layout_name(layout), bad);
+    }
 }
 
 /* Every elementwise op in every dtype it takes (halves, integers and bool included), with

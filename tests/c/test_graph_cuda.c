@@ -259,6 +259,53 @@ TEST(cuda_dev_graph_mixed_devices_refused)
     ct_drop();
 }
 
+/* A graph with no inputs whose tensors are all on the device (a fill into a fresh device
+ * tensor folds to a device constant; an op on a captured device tensor) runs on the device,
+ * as its eager calls did; one that also reads a captured CPU tensor is still refused. */
+TEST(cuda_dev_graph_without_inputs_on_device)
+{
+    if (!have_device()) return;
+    for (int pass = 0; pass < 2; pass++) { /* folded, then with the fill kept as an op */
+        tc_tensor *f = NULL, *o[1] = {NULL};
+        tc_graph *g = NULL;
+        CHECK_OK(tc_trace_begin(&g));
+        CHECK_OK(tc_tensor_new_on(DEV, TC_F64, 2, SZ(2, 3), &f));
+        ct_keep(f);
+        CHECK_OK(tc_op_run(TC_OP_FILL, NULL, 0, P(.s = {2.5}), &f, 1));
+        CHECK_OK(tc_trace_output(g, f));
+        CHECK_OK(tc_trace_end(g));
+        CHECK_OK(tc_graph_compile(g, pass ? TC_PASS_ALL & ~TC_PASS_FOLD : TC_PASS_ALL));
+        tc_graph_devinfo di;
+        CHECK_OK(tc_graph_device_info(g, &di));
+        CHECK(di.device == DEV);
+        CHECK_OK(tc_graph_run(g, NULL, 0, o, 1));
+        ct_keep(o[0]);
+        if (o[0]) CHECK(o[0]->device == DEV && SAME(host(o[0]), 2.5, 2.5, 2.5, 2.5, 2.5, 2.5));
+        tc_graph_free(g);
+    }
+    tc_tensor *c = wave(TC_F32, 1, SZ(4), 0.3), *dc = to_dev(c, DEV), *o[1] = {NULL};
+    tc_graph *g = NULL;
+    CHECK_OK(tc_trace_begin(&g));
+    tc_tensor *t = run1(TC_OP_TANH, dc, NULL, NULL, NULL);
+    CHECK_OK(tc_trace_output(g, t));
+    CHECK_OK(tc_trace_end(g));
+    CHECK_OK(tc_graph_compile(g, TC_PASS_ALL));
+    CHECK_OK(tc_tensor_set_value(dc, SZ(0), 0)); /* captured: read at each run */
+    CHECK_OK(tc_graph_run(g, NULL, 0, o, 1));
+    ct_keep(o[0]);
+    if (o[0]) CHECK(o[0]->device == DEV && ct_at(host(o[0]), 0) == 0 && ct_at(host(o[0]), 1) == ct_at(t ? host(t) : c, 1));
+    tc_graph_free(g);
+    g = NULL;
+    CHECK_OK(tc_trace_begin(&g));
+    tc_tensor *a = run1(TC_OP_TANH, dc, NULL, NULL, NULL), *b = run1(TC_OP_TANH, c, NULL, NULL, NULL);
+    CHECK_OK(tc_trace_output(g, a));
+    CHECK_OK(tc_trace_output(g, b));
+    CHECK_OK(tc_trace_end(g));
+    CHECK_ERR(tc_graph_compile(g, TC_PASS_ALL & ~TC_PASS_FOLD), TC_ERR_DEVICE, "mixed devices");
+    tc_graph_free(g);
+    ct_drop();
+}
+
 /* Constants made inside the trace on the device fold there; a write-back updates a
  * captured device tensor in place; masked_select's data-dependent size is refused. */
 TEST(cuda_dev_graph_fold_writeback_and_checked_sizes)
