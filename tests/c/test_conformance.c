@@ -10,6 +10,7 @@
  * 4. Bad input for every op: wrong arity, missing result slots, a dtype the op refuses.
  */
 #include "ctest.h"
+#include "conformance.h"
 #include "internal.h"
 #include "layouts.h"
 #include <stdlib.h>
@@ -357,8 +358,33 @@ int conformance_golden_layout_on(int device, int layout, bool compiled, int *tot
     return r == 0 ? bad : -1;
 }
 
-/* Every golden case on a device (test_cuda_device.c): the count run and the count failed. */
 int conformance_golden_on(int device, int *total) { return conformance_golden_layout_on(device, LAYOUT_CONTIGUOUS, false, total); }
+
+int conformance_golden_each(void (*visit)(void *ctx, const golden_call *call), void *ctx)
+{
+    FILE *f = open_golden();
+    if (!f) return -1;
+    int n = 0, r;
+    gcase c;
+    while ((r = read_case(f, &c)) == 1) {
+        int op = tc_op_lookup(c.op);
+        tc_tensor *ins[12] = {0}, *given = NULL;
+        for (int i = 0; i < c.nin; i++) ins[i] = c.in[i].present ? make_tensor(&c.in[i]) : NULL;
+        if (c.outshape.present &&
+            tc_tensor_new((tc_dtype)c.outshape.dtype, c.outshape.ndim, c.outshape.size, &given) == TC_OK)
+            memset(tc_tensor_data(given), 0, (size_t)tc_tensor_numel(given) * tc_dtype_size((tc_dtype)given->dtype));
+        if (op >= 0) {
+            golden_call call = {.op = op, .p = &c.p, .in = ins, .nin = c.nin, .nout = tc_op_info((tc_op)op)->nout, .given = given};
+            visit(ctx, &call);
+            n++;
+        }
+        for (int i = 0; i < c.nin; i++) tc_tensor_release(ins[i]);
+        tc_tensor_release(given);
+        free_case(&c);
+    }
+    fclose(f);
+    return r == 0 ? n : -1;
+}
 
 /* ---- elementwise ops: every allowed dtype, every memory layout -------------------------- */
 

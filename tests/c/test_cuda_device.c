@@ -10,16 +10,13 @@
  * On a machine with a GPU the first run uses the real backend and its kernels.
  */
 #include "ctest.h"
+#include "conformance.h"
 #include "cuda_test_util.h"
 #include "internal.h"
 #include "layouts.h"
 #include <math.h>
 #include <stdlib.h>
 
-int conformance_golden_on(int device, int *total);       /* test_conformance.c */
-int conformance_golden_layout_on(int device, int layout, bool compiled, int *total);
-int conformance_elementwise_on(int device, int *total); /* test_conformance.c */
-int conformance_reduce_on(int device, int *total);      /* test_conformance.c */
 
 #define DEV TC_DEVICE_CUDA(0)
 

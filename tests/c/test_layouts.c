@@ -11,11 +11,9 @@
  * On the CPU here; on cuda:0 in test_cuda_device.c (a GPU, or the emulator in run.sh).
  */
 #include "ctest.h"
+#include "conformance.h"
 #include "layouts.h"
-#include <stdbool.h>
 #include <stdlib.h>
-
-int conformance_golden_layout_on(int device, int layout, bool compiled, int *total); /* test_conformance.c */
 
 const char *layout_name(int layout)
 {
