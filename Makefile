@@ -187,6 +187,9 @@ $(BUILD)/tests/emu/cu_runtime.o $(BUILD)/tests/emu/emu_runtime.o: $(CUDA_STAMP)
 # the same sanitizers (emu_driver.cc).
 $(BUILD)/tests/emu/emu_driver.o: EMU_CXXFLAGS += -DEMU_MODULE_CXX='"$(CXX)"' -DEMU_MODULE_SAN='"$(SAN)"' \
     -DEMU_MODULE_EMU_DIR='"$(abspath tests/emu)"' -DEMU_MODULE_CUDA_INC='"$(abspath $(CUDA_INC))"'
+# The real cuDNN beside these headers gives its opinion on every descriptor (emu_cudnn_real.cc).
+EMU_REAL_CUDNN := -DEMU_REAL_CUDNN='"$(abspath $(CUDA_HOME))/lib64/libcudnn.so.9"'
+$(BUILD)/tests/emu/emu_cudnn_real.o: EMU_CXXFLAGS += $(EMU_REAL_CUDNN)
 $(BUILD)/tests/emu/cache_alloc.o: core/cuda/cache_alloc.c core/cuda/cache_alloc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fvisibility=hidden -c $< -o $@
@@ -203,7 +206,7 @@ $(BUILD)/tests/cuda_host_emu_blas: tests/emu/test_emu_blas.cc tests/emu/emu_cubl
 $(BUILD)/tests/cuda_host_emu_cudnn: tests/emu/test_emu_cudnn.cc tests/emu/test_emu_cudnn_rnn.cc $(filter tests/emu/emu_cudnn%,$(EMU_SRC)) \
                                     $(wildcard tests/emu/*.h)
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -fvisibility=default -Wno-deprecated-declarations -o $@ $(filter %.cc,$^)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_REAL_CUDNN) -fvisibility=default -Wno-deprecated-declarations -o $@ $(filter %.cc,$^) -ldl
 # (this one loads the emulator's library, beside it, as tocha does)
 $(BUILD)/tests/cuda_host_emu_driver: tests/emu/test_emu_driver.cc tests/cuda_host/host_check.h $(EMULIB)
 	@mkdir -p $(dir $@)

@@ -26,17 +26,6 @@
 using namespace emu_dnn;
 
 
-/* The convolution descriptor (values only; see emu_cudnn_impl.h). */
-struct cudnnConvolutionStruct {
-    uint32_t magic;
-    bool set;
-    int pad[2], str[2], dil[2], groups;
-    cudnnConvolutionMode_t mode;
-    cudnnDataType_t compute;
-    cudnnMathType_t math;
-};
-
-
 namespace emu_dnn {
 
 const char *dims_str(const cudnnTensorStruct &d, char *buf, size_t cap)
@@ -164,7 +153,7 @@ extern "C" cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescr
 {
     return destroy_desc(d, "cudnnDestroyConvolutionDescriptor");
 }
-extern "C" cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t t, int nb,
+static cudnnStatus_t emu_cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t t, int nb,
                                                     const int dimA[], const int strideA[])
 {
     const char *fn = "cudnnSetTensorNdDescriptor";
@@ -182,8 +171,14 @@ extern "C" cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, c
     for (int i = 0; i < nb; i++) d->dim[i] = dimA[i], d->stride[i] = strideA[i];
     return CUDNN_STATUS_SUCCESS;
 }
+extern "C" cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t t, int nb,
+                                                    const int dimA[], const int strideA[])
+{
+    return second_opinion("cudnnSetTensorNdDescriptor", emu_cudnnSetTensorNdDescriptor(d, t, nb, dimA, strideA),
+                          [&](const real_cudnn &r) { return real_set_tensor_nd(r, t, nb, dimA, strideA); });
+}
 
-extern "C" cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f,
+static cudnnStatus_t emu_cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f,
                                                     cudnnDataType_t t, int n, int c, int h, int w)
 {
     const char *fn = "cudnnSetTensor4dDescriptor";
@@ -195,10 +190,16 @@ extern "C" cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, c
         return UNSUP("%s: dims (%d,%d,%d,%d): a stride beyond int", fn, n, c, h, w);
     if (f == CUDNN_TENSOR_NCHW) st[3] = 1, st[2] = w, st[1] = h * w, st[0] = c * h * w;
     else st[1] = 1, st[3] = c, st[2] = w * c, st[0] = h * w * c;
-    return cudnnSetTensorNdDescriptor(d, t, 4, dims, st);
+    return emu_cudnnSetTensorNdDescriptor(d, t, 4, dims, st);
+}
+extern "C" cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f,
+                                                    cudnnDataType_t t, int n, int c, int h, int w)
+{
+    return second_opinion("cudnnSetTensor4dDescriptor", emu_cudnnSetTensor4dDescriptor(d, f, t, n, c, h, w),
+                          [&](const real_cudnn &r) { return real_set_tensor_4d(r, f, t, n, c, h, w); });
 }
 
-extern "C" cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
+static cudnnStatus_t emu_cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
                                                     cudnnTensorFormat_t f, int k, int c, int h, int w)
 {
     const char *fn = "cudnnSetFilter4dDescriptor";
@@ -209,6 +210,12 @@ extern "C" cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, c
     d->set = true, d->dt = t, d->fmt = f, d->nd = 4;
     d->dim[0] = k, d->dim[1] = c, d->dim[2] = h, d->dim[3] = w;
     return CUDNN_STATUS_SUCCESS;
+}
+extern "C" cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
+                                                    cudnnTensorFormat_t f, int k, int c, int h, int w)
+{
+    return second_opinion("cudnnSetFilter4dDescriptor", emu_cudnnSetFilter4dDescriptor(d, t, f, k, c, h, w),
+                          [&](const real_cudnn &r) { return real_set_filter_4d(r, t, f, k, c, h, w); });
 }
 
 /* A filter as a tensor with its format's packed strides (k, c, h, w order). */
@@ -227,7 +234,7 @@ static cudnnTensorStruct filter_tensor(const cudnnFilterStruct &f)
 
 /* ---- convolution descriptor ------------------------------------------------------------------- */
 
-extern "C" cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw, int u,
+static cudnnStatus_t emu_cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw, int u,
                                                          int v, int dh, int dw, cudnnConvolutionMode_t mode,
                                                          cudnnDataType_t ct)
 {
@@ -241,16 +248,31 @@ extern "C" cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescrip
     d->mode = mode, d->compute = ct;
     return CUDNN_STATUS_SUCCESS;
 }
+extern "C" cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw, int u,
+                                                         int v, int dh, int dw, cudnnConvolutionMode_t mode,
+                                                         cudnnDataType_t ct)
+{
+    cudnnConvolutionStruct cv{};
+    cv.pad[0] = ph, cv.pad[1] = pw, cv.str[0] = u, cv.str[1] = v, cv.dil[0] = dh, cv.dil[1] = dw, cv.mode = mode;
+    cv.compute = ct;
+    return second_opinion("cudnnSetConvolution2dDescriptor", emu_cudnnSetConvolution2dDescriptor(d, ph, pw, u, v, dh, dw, mode, ct),
+                          [&](const real_cudnn &r) { return real_set_conv_2d(r, cv); });
+}
 
-extern "C" cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g)
+static cudnnStatus_t emu_cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g)
 {
     if (!d || d->magic != EMU_DNN_MAGIC) return BAD("cudnnSetConvolutionGroupCount: %p is not live", (void *)d);
     if (g < 1) return BAD("cudnnSetConvolutionGroupCount: groupCount %d", g);
     d->groups = g;
     return CUDNN_STATUS_SUCCESS;
 }
+extern "C" cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g)
+{
+    return second_opinion("cudnnSetConvolutionGroupCount", emu_cudnnSetConvolutionGroupCount(d, g),
+                          [&](const real_cudnn &r) { return real_set_conv_groups(r, g); });
+}
 
-extern "C" cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
+static cudnnStatus_t emu_cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
 {
     if (!d || d->magic != EMU_DNN_MAGIC) return BAD("cudnnSetConvolutionMathType: %p is not live", (void *)d);
     if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
@@ -258,6 +280,11 @@ extern "C" cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_
         return BAD("cudnnSetConvolutionMathType: math type %d", (int)m);
     d->math = m;
     return CUDNN_STATUS_SUCCESS;
+}
+extern "C" cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m)
+{
+    return second_opinion("cudnnSetConvolutionMathType", emu_cudnnSetConvolutionMathType(d, m),
+                          [&](const real_cudnn &r) { return real_set_conv_math(r, m); });
 }
 
 /* The convolution's geometry: x (N,C,H,W), filter (K,C/G,R,S), y (N,K,P,Q). */
@@ -285,7 +312,7 @@ static cudnnStatus_t out_dims(const char *fn, const cudnnConvolutionStruct *cv, 
     return CUDNN_STATUS_SUCCESS;
 }
 
-extern "C" cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cv,
+static cudnnStatus_t emu_cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cv,
                                                                const cudnnTensorDescriptor_t x,
                                                                const cudnnFilterDescriptor_t f, int *n, int *c, int *h,
                                                                int *w)
@@ -296,6 +323,19 @@ extern "C" cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvol
     if (!n || !c || !h || !w) return BAD("cudnnGetConvolution2dForwardOutputDim: NULL result pointer");
     *n = x->dim[0], *c = f->dim[0], *h = P, *w = Q;
     return CUDNN_STATUS_SUCCESS;
+}
+extern "C" cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cv,
+                                                               const cudnnTensorDescriptor_t x,
+                                                               const cudnnFilterDescriptor_t f, int *n, int *c, int *h,
+                                                               int *w)
+{
+    const char *fn = "cudnnGetConvolution2dForwardOutputDim";
+    cudnnStatus_t st = emu_cudnnGetConvolution2dForwardOutputDim(cv, x, f, n, c, h, w);
+    if (st != CUDNN_STATUS_SUCCESS) return st; /* its descriptors are not all set: nothing to ask */
+    int dims[4] = {*n, *c, *h, *w};
+    st = second_opinion_conv_dims(fn, st, *cv, *x, *f, dims);
+    *n = dims[0], *c = dims[1], *h = dims[2], *w = dims[3];
+    return st;
 }
 
 /* Every check a convolution call makes on its descriptors (fn names it). */

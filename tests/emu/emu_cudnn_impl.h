@@ -43,6 +43,16 @@ struct cudnnFilterStruct {
     int dim[CUDNN_DIM_MAX]; /* k, c, h, w (the logical order, whatever the format) */
 };
 
+/* The convolution descriptor (values only). */
+struct cudnnConvolutionStruct {
+    uint32_t magic;
+    bool set;
+    int pad[2], str[2], dil[2], groups;
+    cudnnConvolutionMode_t mode;
+    cudnnDataType_t compute;
+    cudnnMathType_t math;
+};
+
 struct cudnnPoolingStruct {
     uint32_t magic;
     bool set;
@@ -246,6 +256,36 @@ bool tensor_ok(const cudnnTensorStruct *t, const char *fn, const char *which);
 
 /* The tensor's memory is one live device allocation (an empty tensor needs none). */
 bool tensor_mem_ok(const cudnnTensorStruct &t, const void *p, const char *fn, const char *which);
+
+/* ---- the real cuDNN's second opinion on descriptors (emu_cudnn_real.cc) ---- */
+
+struct real_cudnn; /* the real library's descriptor entry points */
+
+/* mine: the emulator's status for descriptor call fn; ask: the same call put to the real
+ * library. Returns mine, or the real status where the real library refuses what the
+ * emulator took (a GPU would fail there); notes every disagreement. Without the real
+ * library, mine. */
+cudnnStatus_t second_opinion(const char *fn, cudnnStatus_t mine, const std::function<cudnnStatus_t(const real_cudnn &)> &ask);
+/* The output size of a convolution from both (dims: the emulator's n, c, h, w in, the real
+ * library's out where they differ). */
+cudnnStatus_t second_opinion_conv_dims(const char *fn, cudnnStatus_t mine, const cudnnConvolutionStruct &cv,
+                                       const cudnnTensorStruct &x, const cudnnFilterStruct &f, int *dims);
+/* The calls to put, each on a fresh real descriptor. */
+cudnnStatus_t real_set_tensor_nd(const real_cudnn &r, cudnnDataType_t t, int nb, const int *dims, const int *st);
+cudnnStatus_t real_set_tensor_4d(const real_cudnn &r, cudnnTensorFormat_t f, cudnnDataType_t t, int n, int c, int h,
+                                 int w);
+cudnnStatus_t real_set_filter_4d(const real_cudnn &r, cudnnDataType_t t, cudnnTensorFormat_t f, int k, int c, int h,
+                                 int w);
+cudnnStatus_t real_set_conv_2d(const real_cudnn &r, const cudnnConvolutionStruct &cv);
+cudnnStatus_t real_set_conv_groups(const real_cudnn &r, int g);
+cudnnStatus_t real_set_conv_math(const real_cudnn &r, cudnnMathType_t m);
+cudnnStatus_t real_set_pool_2d(const real_cudnn &r, cudnnPoolingMode_t mode, cudnnNanPropagation_t nan, int wh, int ww,
+                               int ph, int pw, int sh, int sw);
+cudnnStatus_t real_set_rnn(const real_cudnn &r, cudnnRNNAlgo_t algo, cudnnRNNMode_t cell, cudnnRNNBiasMode_t bias,
+                           cudnnDirectionMode_t dir, cudnnRNNInputMode_t in_mode, cudnnDataType_t dt, cudnnDataType_t prec,
+                           cudnnMathType_t math, int32_t I, int32_t H, int32_t P, int32_t L, uint32_t aux);
+cudnnStatus_t real_set_rnn_data(const real_cudnn &r, cudnnDataType_t dt, cudnnRNNDataLayout_t layout, int T, int N,
+                                int V, const int *lens, void *fill);
 
 } // namespace emu_dnn
 

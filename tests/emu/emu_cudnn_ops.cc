@@ -380,7 +380,7 @@ extern "C" cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t 
     return destroy_desc(d, "cudnnDestroyPoolingDescriptor");
 }
 
-extern "C" cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPoolingMode_t mode,
+static cudnnStatus_t emu_cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPoolingMode_t mode,
                                                      cudnnNanPropagation_t nan, int wh, int ww, int ph, int pw, int sh,
                                                      int sw)
 {
@@ -395,6 +395,13 @@ extern "C" cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d,
     d->set = true, d->mode = mode, d->nan = nan;
     d->win[0] = wh, d->win[1] = ww, d->pad[0] = ph, d->pad[1] = pw, d->str[0] = sh, d->str[1] = sw;
     return CUDNN_STATUS_SUCCESS;
+}
+extern "C" cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, cudnnPoolingMode_t mode,
+                                                     cudnnNanPropagation_t nan, int wh, int ww, int ph, int pw, int sh,
+                                                     int sw)
+{
+    return second_opinion("cudnnSetPooling2dDescriptor", emu_cudnnSetPooling2dDescriptor(d, mode, nan, wh, ww, ph, pw, sh, sw),
+                          [&](const real_cudnn &r) { return real_set_pool_2d(r, mode, nan, wh, ww, ph, pw, sh, sw); });
 }
 
 struct pool_geom {

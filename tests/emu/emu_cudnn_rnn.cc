@@ -91,7 +91,7 @@ extern "C" cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t d)
     return destroy_desc(d, "cudnnDestroyRNNDescriptor");
 }
 
-extern "C" cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t algo, cudnnRNNMode_t cell,
+static cudnnStatus_t emu_cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t algo, cudnnRNNMode_t cell,
                                                   cudnnRNNBiasMode_t bias, cudnnDirectionMode_t dir,
                                                   cudnnRNNInputMode_t in_mode, cudnnDataType_t dt,
                                                   cudnnDataType_t prec, cudnnMathType_t math, int32_t I, int32_t H,
@@ -129,6 +129,17 @@ extern "C" cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnR
     d->dropout = drop ? drop->p : 0.0f, d->aux = aux;
     return CUDNN_STATUS_SUCCESS;
 }
+extern "C" cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t d, cudnnRNNAlgo_t algo, cudnnRNNMode_t cell,
+                                                  cudnnRNNBiasMode_t bias, cudnnDirectionMode_t dir,
+                                                  cudnnRNNInputMode_t in_mode, cudnnDataType_t dt,
+                                                  cudnnDataType_t prec, cudnnMathType_t math, int32_t I, int32_t H,
+                                                  int32_t P, int32_t L, cudnnDropoutDescriptor_t drop, uint32_t aux)
+{
+    cudnnStatus_t mine = emu_cudnnSetRNNDescriptor_v8(d, algo, cell, bias, dir, in_mode, dt, prec, math, I, H, P, L, drop, aux);
+    return second_opinion("cudnnSetRNNDescriptor_v8", mine, [&](const real_cudnn &r) {
+        return real_set_rnn(r, algo, cell, bias, dir, in_mode, dt, prec, math, I, H, P, L, aux);
+    });
+}
 
 /* ---- RNN data descriptor ---------------------------------------------------------------------- */
 
@@ -141,7 +152,7 @@ extern "C" cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t 
     return destroy_desc(d, "cudnnDestroyRNNDataDescriptor");
 }
 
-extern "C" cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataType_t dt,
+static cudnnStatus_t emu_cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataType_t dt,
                                                    cudnnRNNDataLayout_t layout, int T, int N, int V,
                                                    const int lens[], void *fill)
 {
@@ -164,6 +175,13 @@ extern "C" cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, c
     d->has_fill = fill != NULL;
     d->fill = fill ? load(dt, fill, 0) : 0.0;
     return CUDNN_STATUS_SUCCESS;
+}
+extern "C" cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t d, cudnnDataType_t dt,
+                                                   cudnnRNNDataLayout_t layout, int T, int N, int V,
+                                                   const int lens[], void *fill)
+{
+    return second_opinion("cudnnSetRNNDataDescriptor", emu_cudnnSetRNNDataDescriptor(d, dt, layout, T, N, V, lens, fill),
+                          [&](const real_cudnn &r) { return real_set_rnn_data(r, dt, layout, T, N, V, lens, fill); });
 }
 
 /* Element offset of vector (t, n) in d's layout, -1 past the sequence's length. */

@@ -607,6 +607,24 @@ static void test_bn_half()
     cudnnDestroy(h);
 }
 
+/* The real cuDNN's opinion on the descriptors the calls above set (emu_cudnn_real.cc): with
+ * the library at hand, the valid ones took, none it refuses; the counts of the calls only
+ * the emulator refused (its argument checks above, where cuDNN may be laxer) are printed. */
+extern "C" size_t tc_cuda_emu_real_cudnn(long long *checked, long long *gpu_differs, long long *emu_stricter);
+static void test_real_second_opinion()
+{
+    long long checked = 0, differs = 0, stricter = 0;
+    size_t version = tc_cuda_emu_real_cudnn(&checked, &differs, &stricter);
+    if (!version) {
+        printf("real cuDNN: none loaded (no second opinion on descriptors)\n");
+        return;
+    }
+    CHECK(checked > 100, "descriptor calls put to the real cuDNN");
+    CHECK(differs == 0, "descriptors the real cuDNN refuses, or sizes it gives otherwise");
+    printf("real cuDNN %zu: %lld descriptor calls checked, %lld it refused that the emulator took, %lld the emulator "
+           "refused that it took\n", version, checked, differs, stricter);
+}
+
 int main()
 {
     test_bits();
@@ -628,6 +646,7 @@ int main()
     test_bn_half();
     test_capture();
     test_rnn_all();
+    test_real_second_opinion();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
