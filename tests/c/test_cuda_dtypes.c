@@ -17,6 +17,7 @@
 #include "conformance.h"
 #include "cuda_test_util.h"
 #include "internal.h"
+#include "layouts.h"
 #include <stdlib.h>
 
 #define DEV TC_DEVICE_CUDA(0)
@@ -25,6 +26,7 @@ static const int sweep_dtypes[] = {TC_F64, TC_F32, TC_F16, TC_BF16, TC_I64, TC_I
 enum { NSWEEP = sizeof sweep_dtypes / sizeof sweep_dtypes[0] };
 
 typedef struct sweep {
+    int layout; /* of the inputs, on both sides (layouts.h) */
     int calls, refused, bad;
     int per_dtype[NSWEEP];
 } sweep;
@@ -43,12 +45,15 @@ static double dtype_tolerance(int dt)
 
 static bool is_float(int dt) { return tc_dtype_is_float((tc_dtype)dt); }
 
-/* t on device in dtype dt when t is floating (else t's dtype), NULL when t is. */
-static tc_tensor *converted(const tc_tensor *t, int device, int dt)
+/* t on device in dtype dt when t is floating (else t's dtype), stored in layout
+ * (layouts.h); NULL when t is. */
+static tc_tensor *converted(const tc_tensor *t, int device, int dt, int layout)
 {
-    tc_tensor *r = NULL;
-    if (t && tc_tensor_to(t, device, is_float(t->dtype) ? dt : -1, &r) != TC_OK)
-        printf("  convert: %s\n", tc_last_error());
+    tc_tensor *h = NULL, *r = NULL;
+    if (!t) return NULL;
+    if (tc_tensor_to(t, TC_CPU, is_float(t->dtype) ? dt : -1, &h) != TC_OK) printf("  convert: %s\n", tc_last_error());
+    if (h) r = layout_staged(h, device, layout);
+    tc_tensor_release(h);
     return r;
 }
 
@@ -62,11 +67,12 @@ static tc_tensor *fresh_like(const tc_tensor *given, int device, int dt)
     return r;
 }
 
-/* The call on device with its floating tensors in dtype dt: the status, results in out[]. */
-static tc_status run_in(const golden_call *c, int device, int dt, tc_tensor **out)
+/* The call on device with its floating tensors in dtype dt, its inputs stored in layout:
+ * the status, results in out[]. */
+static tc_status run_in(const golden_call *c, int device, int dt, int layout, tc_tensor **out)
 {
     tc_tensor *in[12] = {0};
-    for (int i = 0; i < c->nin; i++) in[i] = converted(c->in[i], device, dt);
+    for (int i = 0; i < c->nin; i++) in[i] = converted(c->in[i], device, dt, layout);
     out[0] = fresh_like(c->given, device, dt), out[1] = NULL;
     tc_status s = tc_op_run((tc_op)c->op, (const tc_tensor *const *)in, c->nin, c->p, out, c->nout);
     char msg[512];
@@ -108,24 +114,26 @@ static void sweep_call(void *ctx, const golden_call *c)
     const char *name = tc_op_info((tc_op)c->op)->name;
     for (int k = 0; k < NSWEEP; k++) {
         int dt = sweep_dtypes[k];
-        if (dt == from) continue;
+        if (dt == from && sw->layout == LAYOUT_CONTIGUOUS) continue;
         tc_tensor *want[2] = {0}, *got[2] = {0};
-        tc_status sc = run_in(c, TC_CPU, dt, want);
+        tc_status sc = run_in(c, TC_CPU, dt, sw->layout, want);
         char cpu_msg[512];
         snprintf(cpu_msg, sizeof cpu_msg, "%s", tc_last_error());
-        tc_status sd = run_in(c, DEV, dt, got);
+        tc_status sd = run_in(c, DEV, dt, sw->layout, got);
         sw->calls++;
         if (sc != TC_OK && sd != TC_OK) {
             sw->refused++;
         } else if (sc != TC_OK || sd != TC_OK) {
-            printf("  %s in %s: the %s refuses what the %s runs: %s\n", name, tc_dtype_name((tc_dtype)dt),
+            printf("  %s in %s (%s): the %s refuses what the %s runs: %s\n", name, tc_dtype_name((tc_dtype)dt),
+                   layout_name(sw->layout),
                    sc ? "CPU" : "device", sc ? "device" : "CPU", sc ? cpu_msg : tc_last_error());
             sw->bad++, sw->per_dtype[k]++;
         } else {
             for (int o = 0; o < 2; o++) {
                 const char *why;
                 if (!agrees(got[o], want[o], &why)) {
-                    printf("  %s in %s: result %d: %s\n", name, tc_dtype_name((tc_dtype)dt), o + 1, why);
+                    printf("  %s in %s (%s): result %d: %s\n", name, tc_dtype_name((tc_dtype)dt),
+                           layout_name(sw->layout), o + 1, why);
                     sw->bad++, sw->per_dtype[k]++;
                     break;
                 }
@@ -139,14 +147,19 @@ TEST(cuda_dev_golden_every_dtype)
 {
     char why[512];
     if (!ct_cuda_device(why, sizeof why)) return;
-    sweep sw = {0};
-    int cases = conformance_golden_each(sweep_call, &sw);
-    CHECK(cases > 300);
-    CHECK(sw.calls > 2000);
-    CHECK(sw.bad == 0);
-    printf("  %d golden cases, %d calls in other dtypes: %d refused on both sides, %d differ", cases, sw.calls,
-           sw.refused, sw.bad);
-    for (int k = 0; k < NSWEEP; k++)
-        if (sw.per_dtype[k]) printf(" (%s %d)", tc_dtype_name((tc_dtype)sweep_dtypes[k]), sw.per_dtype[k]);
-    printf("\n");
+    /* contiguous inputs, then the dims stored in reverse order from an offset (strided
+     * views in every dtype, the case's own included) */
+    static const int layouts[] = {LAYOUT_CONTIGUOUS, LAYOUT_REVERSED};
+    for (int l = 0; l < 2; l++) {
+        sweep sw = {.layout = layouts[l]};
+        int cases = conformance_golden_each(sweep_call, &sw);
+        CHECK(cases > 300);
+        CHECK(sw.calls > 2000);
+        CHECK(sw.bad == 0);
+        printf("  %d golden cases, %d calls in other dtypes, inputs %s: %d refused on both sides, %d differ", cases,
+               sw.calls, layout_name(sw.layout), sw.refused, sw.bad);
+        for (int k = 0; k < NSWEEP; k++)
+            if (sw.per_dtype[k]) printf(" (%s %d)", tc_dtype_name((tc_dtype)sweep_dtypes[k]), sw.per_dtype[k]);
+        printf("\n");
+    }
 }
