@@ -207,10 +207,12 @@ TEST(cuda_dev_conformance_golden)
            mock_backend() ? "the mock backend" : "the GPU", (long long)tc_cuda_host_fallbacks(-1));
 }
 
-/* The golden cases again on the device with every input, and the result a case gives,
+/* (Named apart from cuda_dev_conformance_*, which tests/run.sh also runs over the mock's
+ * CPU kernels and the emulated 7.5 device, where these add time and nothing new.)
+ * The golden cases again on the device with every input, and the result a case gives,
  * stored as a strided view (tests/c/layouts.h: an offset and every other element; dims
  * stored in reverse order): the kernels read and write the views' elements only. */
-TEST(cuda_dev_conformance_golden_layouts)
+TEST(cuda_dev_golden_layouts)
 {
     if (!have_device(ctest_failed)) return;
     for (int layout = LAYOUT_SPREAD; layout < LAYOUT_COUNT; layout++) {
@@ -224,7 +226,7 @@ TEST(cuda_dev_conformance_golden_layouts)
 
 /* Every golden case traced on the device and compiled with every pass (fused groups as
  * generated kernels), from contiguous inputs and from the views of each layout. */
-TEST(cuda_dev_conformance_golden_compiled)
+TEST(cuda_dev_golden_compiled)
 {
     if (!have_device(ctest_failed)) return;
     for (int layout = 0; layout < LAYOUT_COUNT; layout++) {
