@@ -2,7 +2,7 @@
  * host memory, built by the Makefile into build/tests/libtocha_cuda_mock.so (with
  * mock_cuda_ops.c, which runs the ops: elementwise loops, index_select and gather, and the
  * other mock_cuda_*.c files mock_cuda.h lists). Point TOCHA_CUDA_LIB at it and libtocha,
- * Lua and the tests take every CUDA code path on a machine without a GPU (docs/cuda.md).
+ * Lua and the tests take every CUDA code path on a machine without a GPU (docs/cuda_testing.md).
  *
  * What is real: the caching allocator (the same core/cuda/cache_alloc.c as the CUDA
  * backend, so its statistics, empty_cache and out-of-memory retry behave as on a GPU), the

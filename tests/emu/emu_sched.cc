@@ -32,6 +32,11 @@
  *
  * Under AddressSanitizer the stack switches are announced to it (the fiber API of
  * sanitizer/common_interface_defs.h), so kernels' memory accesses are checked too.
+ *
+ * On x86-64 a switch between fibers is a few instructions of our own (switch_stack below):
+ * glibc's swapcontext saves and restores the signal mask with a system call every time, which
+ * was 90% of the emulator's run time, and under AddressSanitizer its interceptor cleared the
+ * shadow of the whole target stack at every switch. Other machines use ucontext.
  */
 #include "emu.h"
 #include "emu_internal.h"
@@ -54,10 +59,50 @@
 #endif
 #endif
 #ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define STACK_BYTES ((size_t)512 << 10)
 #else
 #define STACK_BYTES ((size_t)128 << 10)
+#endif
+#if defined(__x86_64__) && defined(__ELF__)
+#define EMU_OWN_SWITCH 1
+#endif
+
+#ifdef EMU_OWN_SWITCH
+/* emu_switch_stack(&from_sp, to_sp): pushes the registers the SysV x86-64 ABI has a called
+ * function keep (rbx, rbp, r12-r15, the SSE and x87 control words), stores the stack pointer
+ * in *from_sp, loads to_sp and pops the same from there -- the other side of an earlier
+ * switch, or a fiber's fresh stack (fiber_stack_init) -- and returns on that stack. */
+extern "C" void emu_switch_stack(void **from_sp, void *to_sp);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl emu_switch_stack\n"
+        ".hidden emu_switch_stack\n"
+        ".type emu_switch_stack, @function\n"
+        "emu_switch_stack:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size emu_switch_stack, .-emu_switch_stack\n");
 #endif
 
 EMU_API uint3 threadIdx, blockIdx; /* exported: kernel modules (emu_driver.cc) read them */
@@ -67,8 +112,17 @@ namespace {
 
 enum fiber_state { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, FINISHED };
 
+/* A saved execution context: where a fiber, or the scheduler, goes on from. */
+#ifdef EMU_OWN_SWITCH
+struct context {
+    void *sp; /* its stack pointer; the registers it must keep are pushed below it */
+};
+#else
+typedef ucontext_t context;
+#endif
+
 struct fiber {
-    ucontext_t ctx;
+    context ctx;
     char *stack;
     fiber_state state;
     uint3 idx;
@@ -81,7 +135,7 @@ constexpr size_t MAX_EXCHANGE = 16; /* bytes a shuffle moves: up to a 16-byte ty
 fiber g_fiber[MAX_THREADS];
 int g_nthreads;
 int g_cur; /* the running fiber */
-ucontext_t g_sched;
+context g_sched;
 const std::function<void()> *g_body;
 unsigned char g_exchange[MAX_THREADS][MAX_EXCHANGE];
 std::vector<unsigned char> g_dynamic; /* dynamic shared memory of the running launch */
@@ -111,6 +165,49 @@ void fault(cudaError_t e, const char *fmt, ...)
     g_fault_error = e;
 }
 
+/* Saves the running context in from and goes on from to. */
+void switch_context(context *from, context *to)
+{
+#ifdef EMU_OWN_SWITCH
+    emu_switch_stack(&from->sp, to->sp);
+#else
+    swapcontext(from, to);
+#endif
+}
+
+void fiber_main();
+
+/* Makes fiber f start fiber_main on its own stack at the next switch to it. Under
+ * AddressSanitizer the stack's shadow is cleared first: a thread that returned leaves the
+ * frames of fiber_main and yield (which never return) poisoned near the top, and one of an
+ * abandoned block its whole chain of frames. */
+void fiber_start(fiber &f, bool abandoned)
+{
+#ifdef EMU_ASAN
+    const size_t scrub = abandoned ? STACK_BYTES : (size_t)64 << 10;
+    __asan_unpoison_memory_region(f.stack + STACK_BYTES - scrub, scrub);
+#endif
+    (void)abandoned;
+#ifdef EMU_OWN_SWITCH
+    /* what emu_switch_stack pops, from the 16-byte aligned top down: a null return address
+     * for fiber_main (which never returns), fiber_main itself for `ret`, rbp, rbx, r12-r15,
+     * then the control words -- so fiber_main starts with the stack as a call leaves it */
+    void **top = (void **)(f.stack + STACK_BYTES);
+    top[-1] = nullptr;
+    top[-2] = (void *)&fiber_main;
+    for (int r = 3; r <= 8; r++) top[-r] = nullptr;
+    unsigned control[2] = {0x1f80, 0x037f}; /* MXCSR and x87 control word at power-on */
+    memcpy(&top[-9], control, sizeof control);
+    f.ctx.sp = &top[-9];
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber_main, 0);
+#endif
+}
+
 /* Switches from the scheduler to fiber i and back. */
 void resume(int i)
 {
@@ -119,7 +216,7 @@ void resume(int i)
 #ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(&g_fake_stack, g_fiber[i].stack, STACK_BYTES);
 #endif
-    swapcontext(&g_sched, &g_fiber[i].ctx);
+    switch_context(&g_sched, &g_fiber[i].ctx);
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(g_fake_stack, nullptr, nullptr);
 #endif
@@ -132,7 +229,7 @@ void yield(bool finished)
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(finished ? nullptr : &fake, g_sched_bottom, g_sched_size);
 #endif
-    swapcontext(&g_fiber[g_cur].ctx, &g_sched);
+    switch_context(&g_fiber[g_cur].ctx, &g_sched);
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, &g_sched_bottom, &g_sched_size);
 #endif
@@ -216,11 +313,7 @@ bool run_block(const char *name, bool reverse)
     g_fresh.clear();
     for (int i = 0; i < g_nthreads; i++) {
         fiber &f = g_fiber[i];
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack;
-        f.ctx.uc_stack.ss_size = STACK_BYTES;
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, fiber_main, 0);
+        fiber_start(f, f.state != FINISHED);
         f.state = RUNNABLE;
         f.idx = uint3{(unsigned)(i % blockDim.x), (unsigned)(i / blockDim.x % blockDim.y),
                       (unsigned)(i / (blockDim.x * blockDim.y))};

@@ -19,7 +19,8 @@
  * (the two emulated devices are asked for before the library loads). Shared memory starts
  * each block as 0xff bytes; a launch past a kernel's __launch_bounds__ is refused. A race between the
  * threads of a block (a missing barrier) reads another value when TOCHA_CUDA_EMU_ORDER=reverse
- * runs them last to first.
+ * runs them last to first. Under AddressSanitizer a read past a kernel's local array is
+ * reported (the fiber stacks are announced to it).
  * Prints "N passed, N failed" (tests/run.sh reads it).
  */
 #include "../cuda_host/host_check.h"
@@ -165,6 +166,12 @@ static const char kGood[] =
     "    if (mode == 1) v = __shfl_xor_sync(t < 16 ? 0xffffffffu : 0xffff0000u, v, 1); /* two masks */\n"
     "    if (mode == 2 && t < 16) v = __shfl_sync(0x0000ffffu, v, 20); /* a source outside the mask */\n"
     "    y[t] = v;\n"
+    "}\n"
+    "static __device__ __attribute__((noinline)) int read_local(const volatile int *p, int i) { return p[i]; }\n"
+    "extern \"C\" __global__ void local_array(int *y, int i)\n"
+    "{\n"
+    "    volatile int local[4] = {1, 2, 3, 4}; /* on the thread's fiber stack */\n"
+    "    y[blockIdx.x * blockDim.x + threadIdx.x] = read_local(local, i); /* i = 4: one past its end */\n"
     "}\n"
     "struct tail_view { long long n; float *p; }; /* a pointer inside a struct argument, at byte 8 */\n"
     "extern \"C\" __global__ void fill_view(tail_view v, float a)\n"
@@ -590,11 +597,69 @@ static void check_launches(const std::string &image)
     check_warp_shuffles(m);
 }
 
-int main(int, char **argv)
+/* The child of check_local_arrays: runs local_array over 3 blocks of 64 threads reading
+ * element i of a 4-element local array, and says "ran" if it came back. */
+static int run_local_array(int i)
+{
+    std::string log, image;
+    CUcontext c = nullptr;
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    if (p_cuInit(0) != CUDA_SUCCESS || compile(kGood, kOpts, 3, &log, &image) != NVRTC_SUCCESS ||
+        p_cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS || p_cuCtxSetCurrent(c) != CUDA_SUCCESS ||
+        p_cuModuleLoadDataEx(&m, image.c_str(), 0, nullptr, nullptr) != CUDA_SUCCESS ||
+        p_cuModuleGetFunction(&f, m, "local_array") != CUDA_SUCCESS) {
+        printf("local_array: not loaded: %s\n", log.c_str());
+        return 1;
+    }
+    int *y = pinned<int>(192);
+    void *params[2] = {&y, &i};
+    CUresult r = p_cuLaunchKernel(f, 3, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr);
+    if (r == CUDA_SUCCESS) r = p_cuCtxSynchronize();
+    printf("local_array(%d): %s, y[191] = %d\n", i, r == CUDA_SUCCESS ? "ran" : "failed", y[191]);
+    for (void *p : g_pinned) p_cudaFreeHost(p);
+    return r == CUDA_SUCCESS ? 0 : 1;
+}
+
+/* Under AddressSanitizer (`make asan`) the kernels' threads run on fiber stacks that the
+ * emulator announces to it (emu_sched.cc), so a read past a kernel's local array is
+ * reported there, as one on a thread's own stack is, and a read inside it is not (nor is
+ * anything a block of threads earlier left on the same stacks). In a child process: the
+ * report ends it. */
+static void check_local_arrays(const char *self)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    for (int i : {3, 4}) {
+        std::string cmd = std::string("'") + self + "' --local-array " + std::to_string(i) + " 2>&1", out;
+        FILE *child = popen(cmd.c_str(), "r");
+        if (!child) {
+            EXPECT(false, "cannot run %s", cmd.c_str());
+            continue;
+        }
+        char buf[512];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, child)) > 0) out.append(buf, k);
+        int status = pclose(child);
+        bool reported = out.find("ERROR: AddressSanitizer: stack-buffer-overflow") != std::string::npos;
+        if (i == 3)
+            EXPECT(status == 0 && out.find("local_array(3): ran, y[191] = 4") != std::string::npos &&
+                       out.find("Sanitizer") == std::string::npos,
+                   "a read inside a kernel's local array: %s", out.c_str());
+        else
+            EXPECT(status != 0 && reported, "a read past a kernel's local array is reported: %s", out.c_str());
+    }
+#else
+    (void)self;
+    printf("(not built with AddressSanitizer: `make asan` checks that a kernel's local arrays are checked)\n");
+#endif
+}
+
+int main(int argc, char **argv)
 {
     char self[4096];
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     self[k > 0 ? k : 0] = '\0';
+    const std::string exe = k > 0 ? self : argv[0]; /* (dirname writes into its argument) */
     std::string lib = std::string(k > 0 ? dirname(self) : dirname(argv[0])) + "/libtocha_cuda_emu.so";
     setenv("TOCHA_CUDA_EMU_LOG", "/dev/null", 0); /* the expected failures' notes */
     setenv("TOCHA_CUDA_EMU_DEVICES", "2", 1);      /* a kernel given the other device's memory */
@@ -610,11 +675,13 @@ int main(int, char **argv)
     LOAD(cuCtxSetCurrent), LOAD(cuCtxSynchronize), LOAD(cuModuleLoadDataEx), LOAD(cuModuleGetFunction), LOAD(cuLaunchKernel);
     LOAD(cuGetErrorString), LOAD(cudaMalloc), LOAD(cudaFree), LOAD(cudaHostAlloc), LOAD(cudaFreeHost);
     LOAD(cudaSetDevice);
+    if (argc == 3 && !strcmp(argv[1], "--local-array")) return run_local_array(atoi(argv[2]));
     check_init_and_devices();
     check_bounded_block();
     std::string image;
     check_nvrtc(&image);
     if (!image.empty()) check_launches(image);
+    check_local_arrays(exe.c_str());
     for (void *p : g_pinned) EXPECT(p_cudaFreeHost(p) == cudaSuccess, "cudaFreeHost");
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -1,6 +1,6 @@
 -- tests/lua/cuda_emu_spec.lua -- the backend's cuBLAS and cub paths against the CPU, run by
 -- tests/lua/cuda_emu_child.lua over the CUDA emulator (build/tests/libtocha_cuda_emu.so,
--- docs/cuda.md), which `make` builds wherever the CUDA headers are; and the emulator's
+-- docs/cuda_testing.md), which `make` builds wherever the CUDA headers are; and the emulator's
 -- guarded device memory (a host read through a device pointer faults, saying why, as it
 -- crashes on a GPU), with tests/lua/cuda_guard_child.lua; and TOCHA_CUDA_FILL_UNINITIALIZED
 -- (core/cuda/runtime.cu), with tests/lua/cuda_fill_child.lua. Without the emulator the spec
