@@ -207,36 +207,31 @@ TEST(cuda_dev_conformance_golden)
            mock_backend() ? "the mock backend" : "the GPU", (long long)tc_cuda_host_fallbacks(-1));
 }
 
+/* The golden cases on the device from the views of layouts first..LAYOUT_COUNT-1, eagerly
+ * or traced and compiled. */
+static void golden_layouts_on_device(int *ctest_failed, int first, bool compiled)
+{
+    if (!have_device(ctest_failed)) return;
+    for (int layout = first; layout < LAYOUT_COUNT; layout++) {
+        int total = 0;
+        int bad = conformance_golden_layout_on(DEV, layout, compiled, &total);
+        CHECK(bad == 0);
+        CHECK(total > 300);
+        printf("  %d golden cases %son the device, tensors %s: %d failed\n", total, compiled ? "compiled " : "",
+               layout_name(layout), bad);
+    }
+}
+
 /* (Named apart from cuda_dev_conformance_*, which tests/run.sh also runs over the mock's
  * CPU kernels and the emulated 7.5 device, where these add time and nothing new.)
  * The golden cases again on the device with every input, and the result a case gives,
  * stored as a strided view (tests/c/layouts.h: an offset and every other element; dims
  * stored in reverse order): the kernels read and write the views' elements only. */
-TEST(cuda_dev_golden_layouts)
-{
-    if (!have_device(ctest_failed)) return;
-    for (int layout = LAYOUT_SPREAD; layout < LAYOUT_COUNT; layout++) {
-        int total = 0;
-        int bad = conformance_golden_layout_on(DEV, layout, false, &total);
-        CHECK(bad == 0);
-        CHECK(total > 300);
-        printf("  %d golden cases on the device, tensors %s: %d failed\n", total, layout_name(layout), bad);
-    }
-}
+TEST(cuda_dev_golden_layouts) { golden_layouts_on_device(ctest_failed, LAYOUT_SPREAD, false); }
 
 /* Every golden case traced on the device and compiled with every pass (fused groups as
  * generated kernels), from contiguous inputs and from the views of each layout. */
-TEST(cuda_dev_golden_compiled)
-{
-    if (!have_device(ctest_failed)) return;
-    for (int layout = 0; layout < LAYOUT_COUNT; layout++) {
-        int total = 0;
-        int bad = conformance_golden_layout_on(DEV, layout, true, &total);
-        CHECK(bad == 0);
-        CHECK(total > 300);
-        printf("  %d golden cases compiled on the device, tensors %s: %d failed\n", total, layout_name(layout), bad);
-    }
-}
+TEST(cuda_dev_golden_compiled) { golden_layouts_on_device(ctest_failed, 0, true); }
 
 /* Every elementwise op in every dtype it takes (halves, integers and bool included), with
  * contiguous, transposed and broadcast inputs, on the device against the CPU. */

@@ -70,7 +70,9 @@ const real_cudnn *load_real()
     const char *env = getenv("TOCHA_CUDA_EMU_REAL_CUDNN");
     if (env && strcmp(env, "0") == 0) return nullptr;
     void *h = dlopen(env && *env ? env : EMU_REAL_CUDNN, RTLD_NOW | RTLD_LOCAL);
-    if (!h) return nullptr;
+    if (!h && env && *env) /* a library named that is not there is a mistake worth a note; */
+        emu::note("TOCHA_CUDA_EMU_REAL_CUDNN=%s: %s: no second opinion", env, dlerror());
+    if (!h) return nullptr; /* the default missing is a machine without cuDNN */
     static real_cudnn r;
     bool ok = bind(h, "cudnnGetVersion", r.GetVersion) && bind(h, "cudnnGetLastErrorString", r.GetLastErrorString) &&
               bind(h, "cudnnCreateTensorDescriptor", r.CreateTensor) &&
