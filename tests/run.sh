@@ -123,8 +123,8 @@ if [ -f "$emu" ]; then
     TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua tests/lua/cuda_stream_spec.lua \
         tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
     busted_count "busted (CUDA emulator)"
-    TOCHA_CUDA_EMU_ORDER=reverse TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/jit_cuda_spec.lua \
-        tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
+    TOCHA_CUDA_EMU_ORDER=reverse TOCHA_TEST_EMU=1 $busted --output=plainTerminal tests/lua/cuda_tensor_spec.lua \
+        tests/lua/cuda_stream_spec.lua tests/lua/jit_cuda_spec.lua tests/lua/nn_cuda_spec.lua 2>&1 | tee "$log"
     busted_count "busted (CUDA emulator, reverse order)"
 fi
 unset LD_PRELOAD
