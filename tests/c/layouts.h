@@ -24,5 +24,9 @@ unsigned char *layout_snapshot(const tc_tensor *t, int64_t *nbytes);
 /* 1 when every byte of t's storage outside t's elements still holds LAYOUT_SENTINEL (a
  * kernel wrote nothing past the view it was given); else prints where and returns 0. */
 int layout_gaps_intact(const tc_tensor *t, const char *what);
+/* Whether op answers to its inputs' layout by definition, so that its golden values hold
+ * for contiguous inputs only: as_strided addresses the storage itself (over a staged
+ * layout it reads the gaps), and view refuses strides it cannot reshape (PyTorch's rule). */
+bool layout_bound_op(const char *op);
 
 #endif

@@ -344,10 +344,7 @@ int conformance_golden_layout_on(int device, int layout, bool compiled, int *tot
     gcase c;
     while ((r = read_case(f, &c)) == 1) {
         ++*total;
-        /* as_strided addresses the storage itself, and view refuses strides it cannot
-         * reshape (PyTorch's rule): both answer to the layout by definition */
-        bool by_layout = strcmp(c.op, "as_strided") == 0 || strcmp(c.op, "view") == 0;
-        if (layout != LAYOUT_CONTIGUOUS && by_layout) {
+        if (layout != LAYOUT_CONTIGUOUS && layout_bound_op(c.op)) {
             --*total;
         } else if (!run_case_on(&c, compiled, device, layout)) {
             bad++;

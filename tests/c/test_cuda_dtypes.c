@@ -112,6 +112,9 @@ static void sweep_call(void *ctx, const golden_call *c)
      * converted reserve is no forward's, and the two differ in its rounding */
     if (from < 0 || c->op == TC_OP_RNN_BACKWARD) return;
     const char *name = tc_op_info((tc_op)c->op)->name;
+    /* as_strided over the reversed layout reads its storage's gap bytes: not one of the
+     * dtype's values (a Bool of 0x55 is undefined behaviour in C) */
+    if (sw->layout != LAYOUT_CONTIGUOUS && layout_bound_op(name)) return;
     for (int k = 0; k < NSWEEP; k++) {
         int dt = sweep_dtypes[k];
         if (dt == from && sw->layout == LAYOUT_CONTIGUOUS) continue;

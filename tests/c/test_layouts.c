@@ -22,6 +22,8 @@ const char *layout_name(int layout)
     return layout >= 0 && layout < LAYOUT_COUNT ? names[layout] : "?";
 }
 
+bool layout_bound_op(const char *op) { return strcmp(op, "as_strided") == 0 || strcmp(op, "view") == 0; }
+
 /* The storage element of row-major element i of a view. */
 static int64_t element_offset(const tc_tensor *v, int64_t i)
 {
