@@ -33,7 +33,7 @@
  * Under AddressSanitizer the stack switches are announced to it (the fiber API of
  * sanitizer/common_interface_defs.h), so kernels' memory accesses are checked too.
  *
- * On x86-64 a switch between fibers is a few instructions of our own (switch_stack below):
+ * On x86-64 a switch between fibers is a few instructions of our own (emu_switch_stack below):
  * glibc's swapcontext saves and restores the signal mask with a system call every time, which
  * was 90% of the emulator's run time, and under AddressSanitizer its interceptor cleared the
  * shadow of the whole target stack at every switch. Other machines use ucontext.
@@ -73,7 +73,7 @@
 /* emu_switch_stack(&from_sp, to_sp): pushes the registers the SysV x86-64 ABI has a called
  * function keep (rbx, rbp, r12-r15, the SSE and x87 control words), stores the stack pointer
  * in *from_sp, loads to_sp and pops the same from there -- the other side of an earlier
- * switch, or a fiber's fresh stack (fiber_stack_init) -- and returns on that stack. */
+ * switch, or a fiber's fresh stack (fiber_start) -- and returns on that stack. */
 extern "C" void emu_switch_stack(void **from_sp, void *to_sp);
 __asm__(".text\n"
         ".p2align 4\n"
