@@ -16,6 +16,8 @@
  *     cuBLAS cannot take as they are (copied dense) into a strided result (computed aside);
  *   - cudnn.benchmark's timed search for the backward-data and backward-filter convolutions,
  *     and a convolution into a strided result.
+ *   - every random sampler into every dtype it takes: float16 / bfloat16 (rounded below the
+ *     top of uniform's range), the narrow integers and bool, random()'s full ranges.
  * (A copy between unrelated shapes of one element count is checked too; libtocha gives the
  * backend a contiguous source re-read in the result's shape, so copy.cu's own gather for a
  * strided one is reached only by a direct backend call.)
@@ -352,5 +354,55 @@ TEST(cuda_dev_conv_search_and_strided_result)
     CHECK_OK(ct_run1(TC_OP_CONV2D, x, w, b4, cp, &out));
     CHECK_OK(ct_run1(TC_OP_CONV2D, dx, dw, db4, cp, &dout));
     CHECK(same_tensor("conv2d into a strided result", ct_to(dbuf, TC_CPU), buf, 1e-4));
+    ct_drop();
+}
+
+/* Every random sampler, seeded alike, into every dtype on the CPU and on the device: the
+ * same refusals and, where both run, the same values (the same Philox slots; results
+ * rounded and stored as cpu/random.c does). */
+TEST(cuda_dev_random_every_dtype)
+{
+    if (!ct_cuda_kernels("the random kernels")) return;
+    static const tc_dtype types[] = {TC_F32, TC_F64, TC_F16, TC_BF16, TC_U8, TC_I8, TC_I16, TC_I32, TC_I64, TC_BOOL};
+    static const struct {
+        tc_op op;
+        double s0, s1;
+    } samplers[] = {{TC_OP_UNIFORM, -2, 3},      {TC_OP_UNIFORM, 0, 1},     {TC_OP_NORMAL, 1, 2},
+                    {TC_OP_BERNOULLI, 0.4, 0},   {TC_OP_RANDOM, 2, 100},    {TC_OP_RANDOM, 0, 0},
+                    {TC_OP_EXPONENTIAL, 1.5, 0}, {TC_OP_CAUCHY, 0, 1},      {TC_OP_LOG_NORMAL, 0, 0.5},
+                    {TC_OP_GEOMETRIC, 0.3, 0}};
+    tc_generator *g = NULL;
+    CHECK_OK(tc_generator_new(3, &g));
+    int ran = 0, refused = 0;
+    for (size_t k = 0; k < sizeof samplers / sizeof samplers[0]; k++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            tc_tensor *c = NULL, *d = NULL;
+            CHECK_OK(tc_tensor_new(types[t], 1, SZ(37), &c));
+            CHECK_OK(tc_tensor_new_on(DEV, types[t], 1, SZ(37), &d));
+            ct_keep(c), ct_keep(d);
+            tc_params p = {.s = {samplers[k].s0, samplers[k].s1}, .gen = g};
+            const tc_tensor *none[1] = {NULL};
+            int nin = samplers[k].op == TC_OP_BERNOULLI; /* its probability tensor is optional */
+            char what[96];
+            snprintf(what, sizeof what, "%s(%g, %g) into %s", tc_op_info(samplers[k].op)->name, samplers[k].s0,
+                     samplers[k].s1, tc_dtype_name(types[t]));
+            int64_t fallbacks = tc_cuda_host_fallbacks(samplers[k].op);
+            tc_generator_seed(g, 5);
+            tc_status sc = tc_op_run(samplers[k].op, none, nin, &p, &c, 1);
+            tc_generator_seed(g, 5);
+            tc_status sd = tc_op_run(samplers[k].op, none, nin, &p, &d, 1);
+            if (sc != TC_OK || sd != TC_OK) {
+                if (sc != sd) printf("  %s: status %d on the CPU, %d on the device\n", what, (int)sc, (int)sd);
+                CHECK(sc == sd);
+                refused++;
+                continue;
+            }
+            CHECK(tc_cuda_host_fallbacks(samplers[k].op) == fallbacks);
+            CHECK(same_tensor(what, ct_to(d, TC_CPU), c, 0));
+            ran++;
+        }
+    printf("  %d sampler and dtype pairs equal on the device and the CPU, %d refused by both\n", ran, refused);
+    CHECK(ran >= 60);
+    tc_generator_free(g);
     ct_drop();
 }
